@@ -1,0 +1,76 @@
+# Phalanx developer commands. `make help` lists them.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV ?= .venv
+PYTHON ?= $(VENV)/bin/python
+EXTRAS ?= operator
+PYTEST_ARGS ?=
+SETUP ?= venv# prerequisite of the targets that run Python; `make SETUP= ...` skips it
+
+##@ Setup
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -U pip
+	$(VENV)/bin/pip install -q -e ".[$(EXTRAS)]" --group dev
+	touch $@
+
+.PHONY: venv
+venv: $(VENV)/.installed ## Create .venv with Phalanx (editable) and the test and lint tools
+
+.PHONY: binaries
+binaries: ## Build the pinned kube-apiserver, kubectl and etcd into ~/.cache/phalanx (once)
+	bash tests/tools/k8s-binaries.sh
+
+##@ Lint
+
+.PHONY: lint
+lint: $(SETUP) ## ruff lint + format check, and the import-linter layer contracts
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
+
+.PHONY: format
+format: ## Format and auto-fix with ruff
+	$(PYTHON) -m ruff format .
+	$(PYTHON) -m ruff check --fix .
+
+.PHONY: typecheck
+typecheck: $(SETUP) ## mypy --strict over the packages and tests
+	$(PYTHON) -m mypy
+
+##@ Test
+
+.PHONY: test
+test: $(SETUP) binaries ## Set up if needed, then run every test (unit + integration, real API server)
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: $(SETUP) ## Run the tests that need no API server
+	$(PYTHON) -m pytest -m "not integration" $(PYTEST_ARGS)
+
+.PHONY: test-integration
+test-integration: $(SETUP) binaries ## Run the tests against the real kube-apiserver + etcd
+	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
+
+.PHONY: apiserver
+apiserver: $(SETUP) binaries ## Start a local kube-apiserver + etcd with the CRD installed (Ctrl-C stops)
+	$(PYTHON) -m tests.support.controlplane --dir .artifacts/apiserver
+
+##@ Generate
+
+.PHONY: generate
+generate: $(SETUP) ## Regenerate the CRD (deploy/ and the chart) from the models
+	$(PYTHON) -m phalanx.models.crdgen
+
+.PHONY: verify-generated
+verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the models
+	$(PYTHON) -m phalanx.models.crdgen --check
+
+##@ Help
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} \
+	  /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

@@ -1,0 +1,76 @@
+"""The env contract between the operator, the agent and the workers: every reserved name, once.
+
+Why one module: the operator sets these variables on node pods, the trainer reads them, and the
+CRD refuses user env that collides with them. If each side spelled the names itself they would
+drift; here a rename is one edit and the contract test (operator builder → trainer settings)
+catches the rest. Nothing here imports a Kubernetes client or torch, so every part may import it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Per pod, set by the operator (design §4). The same values go out as torchrun's PET_* variables so
+# an unmodified `torchrun train.py` container works.
+MASTER_ADDR: Final = "MASTER_ADDR"
+MASTER_PORT: Final = "MASTER_PORT"
+NNODES: Final = "NNODES"
+NODE_RANK: Final = "NODE_RANK"
+NPROC_PER_NODE: Final = "NPROC_PER_NODE"
+
+TORCHRUN_PREFIX: Final = "PET_"
+"""torchrun reads `PET_<FLAG>` for each of its flags, e.g. PET_NNODES, PET_NODE_RANK."""
+
+TORCHRUN_MIRRORED: Final = (MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE)
+"""The pod variables that are also published as PET_<NAME>."""
+
+# Per worker process, set by the agent (or torchrun).
+RANK: Final = "RANK"
+LOCAL_RANK: Final = "LOCAL_RANK"
+WORLD_SIZE: Final = "WORLD_SIZE"
+LOCAL_WORLD_SIZE: Final = "LOCAL_WORLD_SIZE"
+GROUP_RANK: Final = "GROUP_RANK"
+ROLE_RANK: Final = "ROLE_RANK"
+ROLE_WORLD_SIZE: Final = "ROLE_WORLD_SIZE"
+
+# Phalanx's own variables.
+PHALANX_PREFIX: Final = "PHALANX_"
+PHALANX_JOB: Final = "PHALANX_JOB"
+PHALANX_NAMESPACE: Final = "PHALANX_NAMESPACE"
+PHALANX_EPOCH: Final = "PHALANX_EPOCH"
+PHALANX_CHECKPOINT_DIR: Final = "PHALANX_CHECKPOINT_DIR"
+PHALANX_CHECKPOINT_URL: Final = "PHALANX_CHECKPOINT_URL"
+PHALANX_TENSOR_PARALLEL: Final = "PHALANX_TENSOR_PARALLEL"
+PHALANX_PIPELINE_PARALLEL: Final = "PHALANX_PIPELINE_PARALLEL"
+PHALANX_DATA_PARALLEL: Final = "PHALANX_DATA_PARALLEL"
+PHALANX_HEARTBEAT_LEASE: Final = "PHALANX_HEARTBEAT_LEASE"
+
+TORCHELASTIC_PREFIX: Final = "TORCHELASTIC_"
+TORCH_NCCL_ASYNC_ERROR_HANDLING: Final = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+
+RESERVED_NAMES: Final = frozenset(
+    {
+        MASTER_ADDR,
+        MASTER_PORT,
+        NNODES,
+        NODE_RANK,
+        NPROC_PER_NODE,
+        RANK,
+        LOCAL_RANK,
+        WORLD_SIZE,
+        LOCAL_WORLD_SIZE,
+        GROUP_RANK,
+        ROLE_RANK,
+        ROLE_WORLD_SIZE,
+        TORCH_NCCL_ASYNC_ERROR_HANDLING,
+    }
+)
+"""Exact names a user may not set in `spec.template`: Phalanx owns them."""
+
+RESERVED_PREFIXES: Final = (TORCHRUN_PREFIX, PHALANX_PREFIX, TORCHELASTIC_PREFIX)
+"""Name prefixes a user may not set in `spec.template`: whole families Phalanx owns."""
+
+
+def is_reserved(name: str) -> bool:
+    """Whether `name` is an env variable that Phalanx sets and a user therefore may not."""
+    return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)

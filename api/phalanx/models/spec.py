@@ -1,0 +1,322 @@
+"""`TrainingJob.spec`: what the user asks for. Every rule that the object alone can decide is
+stated here, once, for both the API server and Python (see `phalanx.models.rules`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from phalanx.models.base import SpecModel
+from phalanx.models.rules import CelRule
+from phalanx.models.template import PodTemplate
+
+MAX_PATH = 4096
+
+ExitCode = Annotated[int, Field(ge=1, le=255)]
+
+
+def object_default(model: type[SpecModel]) -> Any:
+    """A nested object that exists even when omitted, so its own defaults always apply.
+
+    The CRD gets the model's full default object (the API server validates a default against the
+    CEL rules as it stands, before nested defaulting); Python gets a fresh instance of `model`.
+    """
+    default = model().model_dump(mode="json", by_alias=True, exclude_none=True)
+    return Field(default_factory=model, json_schema_extra={"default": default})
+
+
+class Replicas(SpecModel):
+    """How many node pods the job may run: the operator picks a size within `min..desired`."""
+
+    __cel_rules__ = (
+        CelRule(
+            rule="self.min <= self.max",
+            message="spec.replicas.min must be less than or equal to spec.replicas.max",
+            field_path=".min",
+            check=lambda r: r.min <= r.max,
+        ),
+        CelRule(
+            rule="!has(self.desired) || (self.desired >= self.min && self.desired <= self.max)",
+            message=(
+                "spec.replicas.desired must be within spec.replicas.min..spec.replicas.max "
+                "(kubectl scale sets it)"
+            ),
+            field_path=".desired",
+            check=lambda r: r.desired is None or r.min <= r.desired <= r.max,
+        ),
+    )
+
+    min: Annotated[int, Field(ge=1)]
+    """Fewest node pods the job can train with. Below it, the job waits for capacity."""
+
+    max: Annotated[int, Field(ge=1)]
+    """Most node pods the job uses. The job grows back to this when capacity returns."""
+
+    desired: Annotated[int | None, Field(ge=1)] = None
+    """Node pods wanted now, within min..max; unset means max. The scale subresource
+    (`kubectl scale tj/NAME --replicas=N`) sets it."""
+
+
+class Parallelism(SpecModel):
+    """Model-parallel group sizes. Data parallelism is what is left: world / (tensor x pipeline)."""
+
+    tensor: Annotated[int, Field(ge=1)] = 1
+    """Tensor-parallel degree. A tensor group lives inside one pod, so it divides nprocPerNode."""
+
+    pipeline: Annotated[int, Field(ge=1)] = 1
+    """Pipeline-parallel degree."""
+
+
+class Checkpoint(SpecModel):
+    """Where and how often the job saves sharded checkpoints it can resume from."""
+
+    __cel_rules__ = (
+        CelRule(
+            rule="has(self.dir) != has(self.url)",
+            message="spec.checkpoint must set exactly one of dir or url",
+            check=lambda c: (c.dir is None) != (c.url is None),
+        ),
+    )
+
+    dir: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
+    """Directory inside the node pods (a shared volume, e.g. an RWX PVC) or, locally, on disk."""
+
+    url: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
+    """fsspec URL of the checkpoint location, e.g. s3://bucket/job."""
+
+    interval_steps: Annotated[int, Field(ge=1)] = 100
+    """Save every this many training steps."""
+
+    interval_seconds: Annotated[int | None, Field(ge=1)] = None
+    """Also save when this many seconds have passed since the last save."""
+
+    keep: Annotated[int, Field(ge=1)] = 3
+    """How many valid checkpoints to keep; the newest valid one is never deleted."""
+
+    async_save: bool = Field(default=True, alias="async")
+    """Save in the background so training is blocked only while the state is staged."""
+
+
+class TrainerSettings(SpecModel):
+    """Settings for the reference trainer in the Phalanx trainer image. Other scripts ignore it."""
+
+    global_batch_size: Annotated[int, Field(ge=1)] = 32
+    """Samples per optimizer step, held constant at every world size."""
+
+    sharding: Literal["ddp", "fsdp", "fsdp-grad-op", "hsdp"] = "ddp"
+    """Data-parallel strategy: DDP, FSDP2 full shard, FSDP2 shard-grad-op, or HSDP (shard inside
+    a pod, replicate across pods)."""
+
+    mixed_precision: Literal["none", "bf16", "fp16"] = "none"
+    """Mixed-precision mode; fp16 uses dynamic loss scaling."""
+
+    activation_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+
+    steps: Annotated[int | None, Field(ge=1)] = None
+    """Total optimizer steps; unset means one pass over the data."""
+
+    seed: Annotated[int, Field(ge=0)] = 0
+    """Seed for model initialisation and data order."""
+
+
+class Backoff(SpecModel):
+    """Exponential backoff between restarts."""
+
+    __cel_rules__ = (
+        CelRule(
+            rule="self.maxSeconds >= self.initialSeconds",
+            message=(
+                "spec.failurePolicy.backoff.maxSeconds must be greater than or equal to "
+                "spec.failurePolicy.backoff.initialSeconds"
+            ),
+            field_path=".maxSeconds",
+            check=lambda b: b.max_seconds >= b.initial_seconds,
+        ),
+    )
+
+    initial_seconds: Annotated[int, Field(ge=1)] = 10
+    """Delay before the first restart; it doubles with each restart in a row."""
+
+    max_seconds: Annotated[int, Field(ge=1)] = 300
+    """Longest delay between restarts."""
+
+
+class FailurePolicy(SpecModel):
+    """How the job reacts to failures, by class (application, infrastructure, configuration)."""
+
+    max_restarts: Annotated[int, Field(ge=0)] = 3
+    """Restarts allowed for application failures (non-zero exits of user code)."""
+
+    max_infra_restarts: Annotated[int, Field(ge=0)] = 20
+    """Restarts allowed for infrastructure failures (OOM, eviction, lost node, hang...)."""
+
+    backoff: Backoff = object_default(Backoff)
+    """Delay between restarts."""
+
+    retryable_exit_codes: Annotated[list[ExitCode], Field(max_length=64)] = Field(
+        default_factory=list
+    )
+    """Exit codes that mean a transient failure: they count as infrastructure, not application."""
+
+    hang_timeout_seconds: Annotated[int, Field(ge=1)] = 600
+    """A training step that does not advance for this long is a hang and restarts the gang."""
+
+    straggler_factor: Annotated[float, Field(gt=1)] = 2.0
+    """A rank whose step time stays above this factor times the median is a straggler."""
+
+    schedule_timeout_seconds: Annotated[int, Field(ge=1)] = 300
+    """Pods still unschedulable after this long make the job shrink (or, at min, wait)."""
+
+
+class Nccl(SpecModel):
+    """NCCL settings for the workers, merged over the operator's cluster defaults (job wins)."""
+
+    __cel_rules__ = (
+        CelRule(
+            rule="!has(self.env) || self.env.all(k, k.startsWith('NCCL_'))",
+            message="spec.nccl.env keys must start with NCCL_",
+            field_path=".env",
+            check=lambda n: all(k.startswith("NCCL_") for k in n.env or {}),
+        ),
+    )
+
+    socket_ifname: Annotated[str | None, Field(min_length=1, max_length=256)] = None
+    """NCCL_SOCKET_IFNAME: network interfaces for bootstrap and socket transport."""
+
+    ib_hca: Annotated[str | None, Field(min_length=1, max_length=256)] = None
+    """NCCL_IB_HCA: InfiniBand adapters to use."""
+
+    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = None
+    """NCCL_DEBUG level."""
+
+    timeout_seconds: Annotated[int | None, Field(ge=1)] = None
+    """Collective timeout after the first step; shorter finds a hung peer sooner."""
+
+    env: Annotated[dict[str, str] | None, Field(max_length=64)] = None
+    """Other NCCL_* variables, passed as they are."""
+
+
+class TrainingJobSpec(SpecModel):
+    """What the user asks for: a gang of node pods that trains, checkpoints, survives failures."""
+
+    __cel_rules__ = (
+        CelRule(
+            rule="self.nprocPerNode % self.parallelism.tensor == 0",
+            message=(
+                "spec.parallelism.tensor must divide spec.nprocPerNode: a tensor-parallel group "
+                "must fit inside one pod"
+            ),
+            field_path=".parallelism.tensor",
+            check=lambda s: s.nproc_per_node % s.parallelism.tensor == 0,
+        ),
+        CelRule(
+            rule=(
+                "(self.replicas.min * self.nprocPerNode) % "
+                "(self.parallelism.tensor * self.parallelism.pipeline) == 0"
+            ),
+            message=(
+                "spec.replicas.min x spec.nprocPerNode must be a multiple of "
+                "spec.parallelism.tensor x spec.parallelism.pipeline, so that the data-parallel "
+                "degree is an integer"
+            ),
+            field_path=".replicas.min",
+            check=lambda s: (s.replicas.min * s.nproc_per_node) % s.model_parallel_size == 0,
+        ),
+        CelRule(
+            rule=(
+                "(self.replicas.max * self.nprocPerNode) % "
+                "(self.parallelism.tensor * self.parallelism.pipeline) == 0"
+            ),
+            message=(
+                "spec.replicas.max x spec.nprocPerNode must be a multiple of "
+                "spec.parallelism.tensor x spec.parallelism.pipeline, so that the data-parallel "
+                "degree is an integer"
+            ),
+            field_path=".replicas.max",
+            check=lambda s: (s.replicas.max * s.nproc_per_node) % s.model_parallel_size == 0,
+        ),
+        CelRule(
+            rule="self.nprocPerNode == oldSelf.nprocPerNode",
+            message="spec.nprocPerNode is immutable: it cannot change after the job is created",
+            field_path=".nprocPerNode",
+            reason="FieldValueForbidden",
+        ),
+        CelRule(
+            rule="self.parallelism == oldSelf.parallelism",
+            message="spec.parallelism is immutable: it cannot change after the job is created",
+            field_path=".parallelism",
+            reason="FieldValueForbidden",
+        ),
+        CelRule(
+            rule=(
+                "(has(self.checkpoint.dir) ? self.checkpoint.dir : '') == "
+                "(has(oldSelf.checkpoint.dir) ? oldSelf.checkpoint.dir : '') && "
+                "(has(self.checkpoint.url) ? self.checkpoint.url : '') == "
+                "(has(oldSelf.checkpoint.url) ? oldSelf.checkpoint.url : '')"
+            ),
+            message=(
+                "spec.checkpoint.dir and spec.checkpoint.url are immutable: a job's checkpoints "
+                "cannot move after it is created"
+            ),
+            field_path=".checkpoint",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    replicas: Replicas
+    """Node pod counts: the elastic range and the desired size."""
+
+    nproc_per_node: Annotated[int, Field(ge=1)] = 1
+    """Worker processes per node pod, usually its GPU count. Immutable."""
+
+    parallelism: Parallelism = object_default(Parallelism)
+    """Tensor and pipeline parallel degrees. Immutable."""
+
+    template: PodTemplate
+    """Template of the node pods."""
+
+    checkpoint: Checkpoint
+    """Checkpoint location and cadence. The location is immutable."""
+
+    trainer: TrainerSettings | None = None
+    """Settings for the reference trainer, if the job runs it."""
+
+    failure_policy: FailurePolicy = object_default(FailurePolicy)
+    """Restart budgets, backoff and failure detection."""
+
+    nccl: Nccl | None = None
+    """NCCL settings, merged over the cluster defaults."""
+
+    gang: bool = False
+    """Schedule each epoch all-or-nothing (with a PodGroup when schedulerName supports one)."""
+
+    scheduler_name: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
+    """Scheduler for the node pods, e.g. scheduler-plugins or Volcano for gang scheduling."""
+
+    priority_class_name: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
+    """PriorityClass of the node pods."""
+
+    suspend: bool = False
+    """Suspended jobs have no pods; resuming starts a new epoch from the last checkpoint."""
+
+    ttl_seconds_after_finished: Annotated[int | None, Field(ge=0)] = None
+    """Delete the job this long after it succeeds or fails; unset keeps it."""
+
+    active_deadline_seconds: Annotated[int | None, Field(ge=1)] = None
+    """Fail the job when it has been active for this long."""
+
+    spares: Annotated[int, Field(ge=0)] = 0
+    """Hot standby pods kept ready to replace a failed node quickly."""
+
+    @property
+    def model_parallel_size(self) -> int:
+        """Ranks in one model replica: tensor x pipeline."""
+        return self.parallelism.tensor * self.parallelism.pipeline
+
+    @property
+    def desired_nodes(self) -> int:
+        """The node count wanted now: `replicas.desired`, or max when unset."""
+        return self.replicas.desired if self.replicas.desired is not None else self.replicas.max

