@@ -55,6 +55,9 @@ class Restarts(KubeModel):
 class Progress(KubeModel):
     """Training progress reported by the job's heartbeat."""
 
+    epoch: Annotated[int, Field(ge=0)] = 0
+    """The epoch that reported it."""
+
     step: Annotated[int, Field(ge=0)] = 0
     """Last completed optimizer step."""
 
@@ -68,7 +71,7 @@ class Progress(KubeModel):
     """Training loss at `step`."""
 
     updated_at: datetime | None = None
-    """When the heartbeat last advanced."""
+    """When the operator saw the step last advance (a hang is measured from here)."""
 
 
 class CheckpointRef(KubeModel):
@@ -112,13 +115,35 @@ class Failure(KubeModel):
     """When the operator saw it."""
 
 
+class EpochState(KubeModel):
+    """Bookkeeping of the current epoch, so a restarted operator continues where it stopped."""
+
+    start_time: datetime | None = None
+    """When the epoch was decided."""
+
+    launched: bool = False
+    """All node pods of the epoch were seen created; from then on a missing pod is a failure."""
+
+    running_time: datetime | None = None
+    """When all node pods of the epoch were first seen running."""
+
+    restart_after: datetime | None = None
+    """Backoff: the epoch's pods are not created before this time."""
+
+    reason: str | None = None
+    """Why the epoch started: Created, Restart, Shrink, Grow, Scale, Resumed."""
+
+
 class TrainingJobStatus(KubeModel):
     """What the operator observed and decided."""
 
     phase: Phase | None = None
     """Pending, Running, Restarting, Suspended, Succeeded or Failed."""
 
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
     """Latest observations of the job's state."""
 
     observed_generation: Annotated[int | None, Field(ge=0)] = None
@@ -147,6 +172,21 @@ class TrainingJobStatus(KubeModel):
 
     failures: list[Failure] = Field(default_factory=list, max_length=10)
     """The most recent failures, newest last."""
+
+    current: EpochState = Field(default_factory=EpochState)
+    """State of the current epoch."""
+
+    recovering_since: datetime | None = None
+    """When the failure being recovered from was seen; cleared when the new epoch runs."""
+
+    consecutive_failures: Annotated[int, Field(ge=0)] = 0
+    """Failures since training last made progress; drives the restart backoff."""
+
+    lost_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """Wall time lost to failures: recovery time plus work since the last checkpoint."""
+
+    avoid_nodes: list[str] = Field(default_factory=list, max_length=32)
+    """Kubernetes nodes where stragglers ran; later epochs are kept off them."""
 
     start_time: datetime | None = None
     """When the job first started running."""

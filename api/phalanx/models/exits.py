@@ -1,0 +1,26 @@
+"""Exit codes of the agent (the node pod's entrypoint), so the operator can classify a failure.
+
+Why: a pod's exit code is the cheapest signal the operator gets. The agent maps what happened to
+its workers onto these codes; everything else non-zero is the user's program failing.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+OK: Final = 0
+APPLICATION: Final = 1
+"""A worker (user code) failed."""
+COMMUNICATION: Final = 75
+"""A collective timed out or a peer was lost (EX_TEMPFAIL): the platform, not the code."""
+PREFLIGHT: Final = 76
+"""A rank could not join the pre-training collective: a broken node or network."""
+SIGNAL_BASE: Final = 128
+"""128 + N: the process was killed by signal N (SIGKILL = 137, SIGTERM = 143)."""
+
+INFRASTRUCTURE_CODES: Final = frozenset({COMMUNICATION, PREFLIGHT})
+
+
+def killed_by_signal(code: int) -> bool:
+    """Whether an exit code means the container was killed by a signal."""
+    return code > SIGNAL_BASE

@@ -1,0 +1,55 @@
+"""The heartbeat the agent on node rank 0 publishes and the operator reads (design §5).
+
+Why one model: it travels as JSON in an annotation of the job's Lease (or, locally, in a file);
+both the writer (trainer) and the reader (operator, local backend) validate it with this model.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from phalanx.models.base import KubeModel
+
+
+class CheckpointReport(KubeModel):
+    """The newest checkpoint the workers committed."""
+
+    step: Annotated[int, Field(ge=0)]
+    """Training step it holds."""
+
+    path: str
+    """Directory or URL."""
+
+    time: datetime | None = None
+    """When it was committed."""
+
+
+class Heartbeat(KubeModel):
+    """Progress of one epoch, renewed every few seconds by node rank 0's agent."""
+
+    epoch: Annotated[int, Field(ge=0)]
+    """The epoch that wrote it; a stale heartbeat of an earlier epoch is ignored."""
+
+    step: Annotated[int, Field(ge=0)] = 0
+    """Last completed optimizer step."""
+
+    data_epoch: Annotated[int, Field(ge=0)] = 0
+    """Pass over the data set."""
+
+    samples_per_second: float | None = None
+    """Throughput since the previous heartbeat."""
+
+    loss: float | None = None
+    """Loss at `step`."""
+
+    rank_step_seconds: list[float] = Field(default_factory=list)
+    """Mean step time of each global rank over the last `windowSteps` steps."""
+
+    window_steps: Annotated[int, Field(ge=0)] = 0
+    """How many steps `rankStepSeconds` averages over."""
+
+    checkpoint: CheckpointReport | None = None
+    """Newest committed checkpoint."""

@@ -1,0 +1,30 @@
+"""Labels and annotations Phalanx puts on the objects it creates: how observers find a job's pods.
+
+Why shared: the operator sets them, the API service and the local backend select by them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PREFIX: Final = "phalanx.dev/"
+JOB: Final = PREFIX + "job"
+"""The TrainingJob's name, on every child object."""
+EPOCH: Final = PREFIX + "epoch"
+"""The restart generation a node pod belongs to."""
+NODE_RANK: Final = PREFIX + "node-rank"
+"""A node pod's rank within its epoch (0..nodes-1); a standby pod's index."""
+ROLE: Final = PREFIX + "role"
+"""`node` for a gang member, `standby` for a pod that holds capacity for growing back."""
+NNODES: Final = PREFIX + "nnodes"
+"""The node count of the epoch a pod belongs to, so an epoch can be rebuilt from its pods."""
+HEARTBEAT: Final = PREFIX + "heartbeat"
+"""Annotation on the heartbeat Lease holding the JSON `Heartbeat`."""
+
+ROLE_NODE: Final = "node"
+ROLE_STANDBY: Final = "standby"
+
+
+def job_selector(job: str) -> str:
+    """The label selector of all pods of `job`."""
+    return f"{JOB}={job}"

@@ -1,0 +1,41 @@
+"""The pure half of the operator: `plan(job, observed, now) -> Plan`.
+
+Nothing here performs I/O or imports a Kubernetes client (an import-linter contract holds it to
+that), so every policy is table-tested without a cluster, and the local backend reuses it.
+"""
+
+from phalanx.operator.planner.actions import (
+    Action,
+    CreateNodePod,
+    CreateStandbyPod,
+    DeleteJob,
+    DeletePods,
+    EmitEvent,
+    EnsureChildren,
+    EnsurePodGroup,
+    ObserveRecovery,
+    PatchStatus,
+    Plan,
+)
+from phalanx.operator.planner.observed import Heartbeat, NodeView, Observed, PodView
+from phalanx.operator.planner.plan import PlannerConfig, plan
+
+__all__ = [
+    "Action",
+    "CreateNodePod",
+    "CreateStandbyPod",
+    "DeleteJob",
+    "DeletePods",
+    "EmitEvent",
+    "EnsureChildren",
+    "EnsurePodGroup",
+    "Heartbeat",
+    "NodeView",
+    "ObserveRecovery",
+    "Observed",
+    "PatchStatus",
+    "Plan",
+    "PlannerConfig",
+    "PodView",
+    "plan",
+]

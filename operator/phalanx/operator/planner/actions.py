@@ -1,0 +1,108 @@
+"""What the planner can ask for. The executor applies each one idempotently.
+
+Why data, not calls: the planner stays pure, tests assert on the list, and the operator and the
+local backend each execute the same decisions their own way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from phalanx.models.status import TrainingJobStatus
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EnsureChildren:
+    """Create, if absent, the headless Service, ServiceAccount, Role, RoleBinding and Lease."""
+
+
+@dataclass(frozen=True)
+class EnsurePodGroup:
+    """Create, if absent, the epoch's PodGroup with minMember = its node count."""
+
+    epoch: int
+    min_member: int
+
+
+@dataclass(frozen=True)
+class CreateNodePod:
+    """Create node pod `rank` of `epoch`, one of `nodes`."""
+
+    epoch: int
+    rank: int
+    nodes: int
+    avoid_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CreateStandbyPod:
+    """Create standby pod `index` of `epoch`: it holds capacity until the job can grow."""
+
+    epoch: int
+    index: int
+    avoid_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeletePods:
+    """Delete these pods (with their grace period, so agents can checkpoint)."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    """Replace the job's status; written once per reconcile, only when it changed."""
+
+    status: TrainingJobStatus
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """A Kubernetes Event on the job, emitted after the status write."""
+
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"] = "Normal"
+
+
+@dataclass(frozen=True)
+class ObserveRecovery:
+    """A failure was recovered from: failure seen -> new epoch running took `seconds`."""
+
+    seconds: float
+    failure_class: str
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """Delete the TrainingJob itself (TTL after finishing); its children follow by owner refs."""
+
+
+Action = (
+    EnsureChildren
+    | EnsurePodGroup
+    | CreateNodePod
+    | CreateStandbyPod
+    | DeletePods
+    | PatchStatus
+    | EmitEvent
+    | ObserveRecovery
+    | DeleteJob
+)
+
+
+@dataclass
+class Plan:
+    """The decisions of one reconcile, and when to look again if nothing else happens."""
+
+    actions: list[Action] = field(default_factory=list)
+    requeue_after: float | None = None
+    """Seconds until the next reconcile is due; None means only on events."""
+
+    def of_type(self, kind: type[T]) -> list[T]:
+        """The actions of one kind, in order."""
+        return [a for a in self.actions if isinstance(a, kind)]

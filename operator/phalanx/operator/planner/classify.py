@@ -1,0 +1,124 @@
+"""Failure classification (design §3): which class a failed pod's failure belongs to.
+
+application: user code exited non-zero; counts against maxRestarts.
+infrastructure: the platform failed the pod (OOM, eviction, lost or NotReady node, deletion by
+someone else, signal, collective timeout, hang); counts against maxInfraRestarts.
+configuration: the pod cannot start as specified (image pull, bad config); a condition, no restart.
+
+The rules are a table, checked in order; the first that matches decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from phalanx.models import exits
+from phalanx.models.status import FailureClass
+from phalanx.operator.planner.observed import NodeView, PodView
+
+CONFIGURATION_WAITING_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A pod's failure, classified."""
+
+    failure_class: FailureClass
+    reason: str
+    pod: str | None = None
+    node: str | None = None
+    exit_code: int | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a rule may look at besides the pod."""
+
+    nodes: Mapping[str, NodeView]
+    retryable_exit_codes: frozenset[int]
+
+
+Rule = tuple[str, Callable[[PodView, Facts], bool], FailureClass, Callable[[PodView], str]]
+
+
+def _exit_reason(pod: PodView) -> str:
+    code = pod.exit_code
+    if code == exits.COMMUNICATION:
+        return "CollectiveFailure"
+    if code == exits.PREFLIGHT:
+        return "PreflightFailed"
+    if code is not None and exits.killed_by_signal(code):
+        return "Killed"
+    return "RetryableExitCode"
+
+
+def _node_not_ready(pod: PodView, facts: Facts) -> bool:
+    node = facts.nodes.get(pod.node_name) if pod.node_name else None
+    return node is not None and not node.ready
+
+
+def _infra_exit(pod: PodView, facts: Facts) -> bool:
+    code = pod.exit_code
+    return (
+        pod.phase == "Failed"
+        and code is not None
+        and (
+            code in exits.INFRASTRUCTURE_CODES
+            or exits.killed_by_signal(code)
+            or code in facts.retryable_exit_codes
+        )
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    (
+        "image or container config",
+        lambda p, _: p.waiting_reason in CONFIGURATION_WAITING_REASONS,
+        "configuration",
+        lambda p: p.waiting_reason or "ConfigurationError",
+    ),
+    ("disruption", lambda p, _: p.disruption_reason is not None, "infrastructure",
+     lambda p: p.disruption_reason or "DisruptionTarget"),
+    ("evicted", lambda p, _: p.pod_reason == "Evicted", "infrastructure", lambda _: "Evicted"),
+    ("oom", lambda p, _: p.terminated_reason == "OOMKilled", "infrastructure",
+     lambda _: "OOMKilled"),
+    ("deleted", lambda p, _: p.deleting, "infrastructure", lambda _: "PodDeleted"),
+    ("node not ready", _node_not_ready, "infrastructure", lambda _: "NodeNotReady"),
+    ("node lost", lambda p, _: p.phase == "Unknown", "infrastructure", lambda _: "NodeLost"),
+    ("platform exit", _infra_exit, "infrastructure", _exit_reason),
+    ("user code", lambda p, _: p.phase == "Failed", "application", lambda _: "Error"),
+)  # fmt: skip
+
+
+def classify(pod: PodView, facts: Facts) -> Verdict | None:
+    """The failure of `pod`, or None if it has not failed."""
+    for _name, matches, failure_class, reason in RULES:
+        if matches(pod, facts):
+            return Verdict(
+                failure_class=failure_class,
+                reason=reason(pod),
+                pod=pod.name,
+                node=pod.node_name,
+                exit_code=pod.exit_code,
+                message=pod.message,
+            )
+    return None
+
+
+def restart_class(verdicts: list[Verdict]) -> FailureClass:
+    """The class a gang restart is counted under: infrastructure wins, since peers of a lost
+    rank often fail in user code (a collective error) as a consequence."""
+    if any(v.failure_class == "infrastructure" for v in verdicts):
+        return "infrastructure"
+    return "application"

@@ -1,0 +1,30 @@
+"""Operator-wide planner knobs that are not part of a job's spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from phalanx.operator.planner.decision import Decision
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Operator-wide knobs that are not part of a job's spec."""
+
+    grow_cooldown_seconds: float = 60.0
+    """Least time an epoch runs before the job grows again (no thrashing)."""
+    straggler_min_window: int = 10
+    """Least number of steps a heartbeat's step-time window must cover to judge stragglers."""
+    retire_poll_seconds: float = 2.0
+    """How soon to look again while old pods terminate (pod events usually come first)."""
+
+
+Step = Callable[[Decision, PlannerConfig], bool]
+"""A rung of the ladder: adds to the decision, returns True to stop the ladder."""
+
+
+def seconds(value: float) -> timedelta:
+    """A duration in seconds."""
+    return timedelta(seconds=value)

@@ -1,0 +1,175 @@
+"""The working state of one reconcile: the status being rewritten, and the actions decided so far.
+
+Why a small class: each step of the ladder in `plan.py` reads the job and the snapshot and adds
+to the same decision; the epoch transitions (start, restart, fail, succeed) live here once, so
+every step that needs one behaves the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from phalanx.models import labels
+from phalanx.models.job import TrainingJob
+from phalanx.models.spec import TrainingJobSpec
+from phalanx.models.status import (
+    Condition,
+    EpochState,
+    Failure,
+    FailureClass,
+    Phase,
+    TrainingJobStatus,
+)
+from phalanx.operator.planner.actions import (
+    Action,
+    DeletePods,
+    EmitEvent,
+    ObserveRecovery,
+    PatchStatus,
+    Plan,
+)
+from phalanx.operator.planner.classify import Verdict
+from phalanx.operator.planner.observed import Observed
+
+MAX_FAILURES = 10
+
+
+@dataclass
+class Decision:
+    """One reconcile in the making."""
+
+    job: TrainingJob
+    observed: Observed
+    now: datetime
+    status: TrainingJobStatus
+    actions: list[Action] = field(default_factory=list)
+    events: list[EmitEvent] = field(default_factory=list)
+    requeue_after: float | None = None
+
+    @property
+    def spec(self) -> TrainingJobSpec:
+        return self.job.spec
+
+    @property
+    def generation(self) -> int | None:
+        return self.job.metadata.generation
+
+    def requeue_at(self, when: datetime) -> None:
+        """Look again at `when` (or earlier, if another step asks for earlier)."""
+        self.requeue_in((when - self.now).total_seconds())
+
+    def requeue_in(self, seconds: float) -> None:
+        seconds = max(seconds, 0.05)
+        self.requeue_after = (
+            seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+        )
+
+    def event(
+        self, reason: str, message: str, kind: Literal["Normal", "Warning"] = "Normal"
+    ) -> None:
+        self.events.append(EmitEvent(reason=reason, message=message, type=kind))
+
+    def set_phase(self, phase: Phase) -> None:
+        self.status.phase = phase
+
+    def set_condition(self, kind: str, value: bool, reason: str, message: str = "") -> None:
+        """Set a condition; its transition time changes only when its status does."""
+        state: Literal["True", "False"] = "True" if value else "False"
+        previous = next((c for c in self.status.conditions if c.type == kind), None)
+        changed = previous is None or previous.status != state
+        condition = Condition(
+            type=kind,
+            status=state,
+            reason=reason,
+            message=message,
+            last_transition_time=self.now
+            if changed or previous is None
+            else previous.last_transition_time,
+            observed_generation=self.generation,
+        )
+        others = [c for c in self.status.conditions if c.type != kind]
+        self.status.conditions = [*others, condition]
+
+    def clear_condition(self, kind: str, reason: str) -> None:
+        """Set a condition False if it is present and True."""
+        if any(c.type == kind and c.status == "True" for c in self.status.conditions):
+            self.set_condition(kind, False, reason)
+
+    def delete_pods(self, names: list[str]) -> None:
+        if names:
+            self.actions.append(DeletePods(tuple(sorted(names))))
+
+    def start_epoch(self, nodes: int, reason: str) -> None:
+        """Move to a new epoch of `nodes` node pods; earlier pods are retired before it launches."""
+        previous = self.status.epoch
+        self.status.epoch = previous + 1
+        self.status.nodes = nodes
+        self.status.world_size = nodes * self.spec.nproc_per_node
+        self.status.current = EpochState(start_time=self.now, reason=reason)
+        self.set_phase("Pending" if reason in ("Created", "Resumed") else "Restarting")
+        self.delete_pods([p.name for p in self.observed.pods if not p.deleting])
+
+    def record_failure(self, verdict: Verdict) -> None:
+        """Remember a failure in status (the last few only)."""
+        failure = Failure.model_validate(
+            {
+                "epoch": self.status.epoch,
+                "class": verdict.failure_class,
+                "reason": verdict.reason,
+                "pod": verdict.pod,
+                "node": verdict.node,
+                "exitCode": verdict.exit_code,
+                "message": (verdict.message or "")[:4096] or None,
+                "time": self.now,
+            }
+        )
+        self.status.failures = [*self.status.failures, failure][-MAX_FAILURES:]
+
+    def count_restart(self, failure_class: FailureClass) -> None:
+        restarts = self.status.restarts
+        if failure_class == "application":
+            restarts.application += 1
+        else:
+            restarts.infrastructure += 1
+        restarts.total = restarts.application + restarts.infrastructure
+
+    def lose_work_since_checkpoint(self) -> None:
+        """Add the work since the last checkpoint (lost on restart) to lost time."""
+        running = self.status.current.running_time
+        if running is None:
+            return
+        saved = self.status.last_checkpoint.time if self.status.last_checkpoint else None
+        since = max(running, saved) if saved else running
+        self.status.lost_seconds += max((self.now - since).total_seconds(), 0.0)
+
+    def finish_recovery(self, failure_class: str) -> None:
+        """The new epoch runs: observe the recovery time and count it as lost."""
+        if self.status.recovering_since is None:
+            return
+        seconds = max((self.now - self.status.recovering_since).total_seconds(), 0.0)
+        self.actions.append(ObserveRecovery(seconds=seconds, failure_class=failure_class))
+        self.status.lost_seconds += seconds
+        self.status.recovering_since = None
+
+    def update_goodput(self) -> None:
+        if self.status.start_time is None:
+            return
+        wall = (self.now - self.status.start_time).total_seconds()
+        if wall > 0:
+            self.status.goodput = round(
+                min(max(1.0 - self.status.lost_seconds / wall, 0.0), 1.0), 4
+            )
+
+    def to_plan(self, previous: TrainingJobStatus | None) -> Plan:
+        """The actions, with the status write first and the events after it."""
+        self.status.observed_generation = self.generation
+        self.status.selector = labels.job_selector(self.job.metadata.name or "")
+        writes: list[Action] = []
+        if previous is None or self.status != previous:
+            self.update_goodput()
+            writes.append(PatchStatus(self.status))
+        return Plan(
+            actions=[*writes, *self.actions, *self.events], requeue_after=self.requeue_after
+        )

@@ -1,0 +1,35 @@
+"""Elastic sizing: which node counts a job may run at, and which one to pick.
+
+A size n is valid when min <= n <= max and n x nprocPerNode is a multiple of tensor x pipeline,
+so the data-parallel degree stays an integer. The job always runs at the largest valid size it
+can: no more than desired, no more than what can be scheduled.
+"""
+
+from __future__ import annotations
+
+from phalanx.models.spec import TrainingJobSpec
+
+
+def is_valid_size(spec: TrainingJobSpec, nodes: int) -> bool:
+    """Whether the job may run on `nodes` node pods."""
+    world = nodes * spec.nproc_per_node
+    return spec.replicas.min <= nodes <= spec.replicas.max and world % spec.model_parallel_size == 0
+
+
+def largest_valid_size(spec: TrainingJobSpec, at_most: int) -> int | None:
+    """The largest valid size not above `at_most` nor the desired size; None if below min."""
+    for nodes in range(min(at_most, spec.desired_nodes), spec.replicas.min - 1, -1):
+        if is_valid_size(spec, nodes):
+            return nodes
+    return None
+
+
+def target_size(spec: TrainingJobSpec) -> int:
+    """The size the job wants: the largest valid size up to desired (min is always valid)."""
+    size = largest_valid_size(spec, spec.desired_nodes)
+    return size if size is not None else spec.replicas.min
+
+
+def data_parallel_degree(spec: TrainingJobSpec, nodes: int) -> int:
+    """Model replicas at this size: world / (tensor x pipeline)."""
+    return nodes * spec.nproc_per_node // spec.model_parallel_size

@@ -1,0 +1,88 @@
+"""The snapshot the planner decides from: a job's pods, their nodes, and its heartbeat.
+
+Why plain views instead of Kubernetes objects: the planner must stay pure and testable with
+tables, and the local backend fills the same views from local processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from phalanx.models.heartbeat import Heartbeat
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+Role = Literal["node", "standby"]
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the planner needs to know about one pod of the job."""
+
+    name: str
+    epoch: int
+    rank: int
+    """Node rank for a node pod, index for a standby pod."""
+    role: Role = "node"
+    phase: PodPhase = "Pending"
+    node_name: str | None = None
+    """The Kubernetes node it is bound to; None while unscheduled."""
+    deleting: bool = False
+    """deletionTimestamp is set."""
+    created: datetime | None = None
+    exit_code: int | None = None
+    """Exit code of the first terminated container that failed (or 0)."""
+    terminated_reason: str | None = None
+    """e.g. OOMKilled, Error, Completed."""
+    pod_reason: str | None = None
+    """pod.status.reason, e.g. Evicted."""
+    disruption_reason: str | None = None
+    """Reason of a DisruptionTarget=True condition, e.g. EvictionByEvictionAPI."""
+    waiting_reason: str | None = None
+    """Reason of a waiting container, e.g. ImagePullBackOff."""
+    message: str | None = None
+    """Termination message or waiting message."""
+
+    @property
+    def scheduled(self) -> bool:
+        """Bound to a node."""
+        return self.node_name is not None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A Kubernetes node that runs one of the job's pods."""
+
+    name: str
+    ready: bool
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything the planner sees of a job's world at one instant."""
+
+    pods: tuple[PodView, ...] = ()
+    nodes: Mapping[str, NodeView] = field(default_factory=dict)
+    heartbeat: Heartbeat | None = None
+    podgroups_supported: bool = False
+
+    def node_pods(self, epoch: int) -> dict[int, PodView]:
+        """Node pods of `epoch` by rank."""
+        return {p.rank: p for p in self.pods if p.role == "node" and p.epoch == epoch}
+
+    def standby_pods(self, epoch: int) -> list[PodView]:
+        """Standby pods of `epoch`."""
+        return [p for p in self.pods if p.role == "standby" and p.epoch == epoch]
+
+    def stale_pods(self, epoch: int) -> list[PodView]:
+        """Pods of earlier epochs (of either role)."""
+        return [p for p in self.pods if p.epoch < epoch]
+
+    def newest_epoch(self) -> int:
+        """The highest epoch label among the pods, 0 if there are none."""
+        return max((p.epoch for p in self.pods), default=0)
+
+
+__all__ = ["Heartbeat", "NodeView", "Observed", "PodPhase", "PodView", "Role"]

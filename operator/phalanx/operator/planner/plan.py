@@ -1,0 +1,177 @@
+"""`plan(job, observed, now)`: the operator's reconcile as a ladder of short-circuits.
+
+Each step is a small function with a one-line docstring. It reads the job and the snapshot, adds
+to the `Decision`, and returns True when the ladder stops there. The order is the policy:
+finished jobs and suspension first, then the epoch's lifecycle (retire the old, launch the new),
+then failures, success, hangs, stragglers, and only then resizing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from phalanx.models.job import TrainingJob
+from phalanx.models.status import TrainingJobStatus
+from phalanx.operator.planner import elastic, lifecycle
+from phalanx.operator.planner.actions import (
+    CreateNodePod,
+    DeleteJob,
+    EnsureChildren,
+    EnsurePodGroup,
+    Plan,
+)
+from phalanx.operator.planner.config import PlannerConfig, Step
+from phalanx.operator.planner.decision import Decision
+from phalanx.operator.planner.observed import Observed
+from phalanx.operator.planner.progress import track_progress
+from phalanx.operator.planner.recovery import fail, failures, hang, stragglers
+from phalanx.operator.planner.sizing import resize, shrink
+
+
+def plan(
+    job: TrainingJob, observed: Observed, now: datetime, config: PlannerConfig | None = None
+) -> Plan:
+    """Decide what to do about `job` given what is observed at `now`. Pure."""
+    config = config or PlannerConfig()
+    previous = job.status
+    status = previous.model_copy(deep=True) if previous else TrainingJobStatus()
+    decision = Decision(job=job, observed=observed, now=now, status=status)
+    for step in LADDER:
+        if step(decision, config):
+            break
+    return decision.to_plan(previous)
+
+
+def finished(d: Decision, _: PlannerConfig) -> bool:
+    """A Succeeded or Failed job only stops leftover pods and waits for its TTL."""
+    if d.status.phase not in ("Succeeded", "Failed"):
+        return False
+    d.delete_pods(
+        [p.name for p in d.observed.pods if p.phase in ("Pending", "Running") and not p.deleting]
+    )
+    expiry = lifecycle.ttl_expiry(d.spec, d.status)
+    if expiry is not None:
+        if d.now >= expiry:
+            d.actions.append(DeleteJob())
+        else:
+            d.requeue_at(expiry)
+    return True
+
+
+def suspended(d: Decision, _: PlannerConfig) -> bool:
+    """Suspend deletes every pod; resuming starts a new epoch from the last checkpoint."""
+    if d.spec.suspend:
+        d.delete_pods([p.name for p in d.observed.pods if not p.deleting])
+        if d.status.phase != "Suspended":
+            d.event("Suspended", "job suspended: all pods deleted")
+        d.set_phase("Suspended")
+        d.status.nodes = 0
+        d.status.world_size = 0
+        d.set_condition("Suspended", True, "Suspended", "spec.suspend is true")
+        d.set_condition("Running", False, "Suspended")
+        return True
+    if d.status.phase == "Suspended":
+        d.set_condition("Suspended", False, "Resumed")
+        d.start_epoch(elastic.target_size(d.spec), reason="Resumed")
+        d.event("Resumed", f"job resumed: epoch {d.status.epoch} with {d.status.nodes} nodes")
+    return False
+
+
+def deadline_exceeded(d: Decision, _: PlannerConfig) -> bool:
+    """Past activeDeadlineSeconds the job fails."""
+    due = lifecycle.deadline(d.spec, d.status)
+    if due is None:
+        return False
+    if d.now < due:
+        d.requeue_at(due)
+        return False
+    fail(d, "DeadlineExceeded", f"job was active longer than {d.spec.active_deadline_seconds} s")
+    return True
+
+
+def first_epoch(d: Decision, _: PlannerConfig) -> bool:
+    """A new job (or one whose pods are ahead of its status) gets its epoch."""
+    newest = d.observed.newest_epoch()
+    if newest > d.status.epoch:  # pods created, status write lost: adopt their epoch
+        d.status.epoch = newest
+    if d.status.epoch == 0:
+        d.status.start_time = d.status.start_time or d.now
+        d.start_epoch(elastic.target_size(d.spec), reason="Created")
+        d.set_condition("Running", False, "Starting")
+        d.event(
+            "Started", f"epoch 1 with {d.status.nodes} nodes (world size {d.status.world_size})"
+        )
+    return False
+
+
+def retire_previous_epoch(d: Decision, config: PlannerConfig) -> bool:
+    """Old epochs' pods are deleted, and the new epoch waits until they are gone."""
+    stale = d.observed.stale_pods(d.status.epoch)
+    if not stale:
+        return False
+    d.delete_pods([p.name for p in stale if not p.deleting])
+    if any(p.role == "node" for p in stale):
+        d.set_phase("Restarting")
+        d.requeue_in(config.retire_poll_seconds)
+        return True
+    return False
+
+
+def launch(d: Decision, _: PlannerConfig) -> bool:
+    """Create the epoch's missing node pods (after any backoff) until all were seen created."""
+    current = d.status.current
+    if current.launched:
+        return False
+    if current.restart_after and d.now < current.restart_after:
+        d.set_phase("Restarting")
+        d.requeue_at(current.restart_after)
+        return True
+    pods = d.observed.node_pods(d.status.epoch)
+    if len(pods) >= d.status.nodes:
+        current.launched = True
+        return False
+    d.actions.append(EnsureChildren())
+    if d.spec.gang and d.spec.scheduler_name and d.observed.podgroups_supported:
+        d.actions.append(EnsurePodGroup(epoch=d.status.epoch, min_member=d.status.nodes))
+    avoid = tuple(d.status.avoid_nodes)
+    for rank in range(d.status.nodes):
+        if rank not in pods:
+            d.actions.append(CreateNodePod(d.status.epoch, rank, d.status.nodes, avoid))
+    return False
+
+
+def success(d: Decision, _: PlannerConfig) -> bool:
+    """All node ranks exited 0: the job Succeeded."""
+    pods = d.observed.node_pods(d.status.epoch)
+    if not lifecycle.succeeded(pods, d.status.nodes):
+        return False
+    d.set_phase("Succeeded")
+    d.status.completion_time = d.now
+    d.set_condition(
+        "Succeeded", True, "AllRanksSucceeded", f"all {d.status.nodes} node pods exited 0"
+    )
+    d.set_condition("Running", False, "Succeeded")
+    d.delete_pods([p.name for p in d.observed.pods if p.role == "standby"])
+    d.event("Succeeded", f"all {d.status.nodes} node pods exited 0 in epoch {d.status.epoch}")
+    if (expiry := lifecycle.ttl_expiry(d.spec, d.status)) is not None:
+        d.requeue_at(expiry)
+    return True
+
+
+LADDER: tuple[Step, ...] = (
+    finished,
+    suspended,
+    deadline_exceeded,
+    first_epoch,
+    retire_previous_epoch,
+    launch,
+    failures,
+    success,
+    track_progress,
+    hang,
+    stragglers,
+    shrink,
+    resize,
+)
+
+__all__ = ["Observed", "PlannerConfig", "Step", "plan"]

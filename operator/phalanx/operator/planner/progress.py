@@ -1,0 +1,45 @@
+"""The running epoch's bookkeeping: phase, recovery time, progress and checkpoints from the
+heartbeat."""
+
+from __future__ import annotations
+
+from phalanx.models.status import CheckpointRef, Progress
+from phalanx.operator.planner import heartbeat
+from phalanx.operator.planner.config import PlannerConfig
+from phalanx.operator.planner.decision import Decision
+
+
+def track_progress(d: Decision, _: PlannerConfig) -> bool:
+    """Running bookkeeping: phase, recovery time, and progress from the heartbeat."""
+    pods = d.observed.node_pods(d.status.epoch)
+    running = len(pods) == d.status.nodes and all(p.phase == "Running" for p in pods.values())
+    if not running:
+        if d.status.phase != "Restarting":
+            d.set_phase("Pending")
+        return False
+    d.set_phase("Running")
+    if d.status.current.running_time is None:
+        d.status.current.running_time = d.now
+        last = d.status.failures[-1].failure_class if d.status.failures else "none"
+        d.finish_recovery(last)
+        d.set_condition(
+            "Running", True, "AllRanksRunning", f"epoch {d.status.epoch}: {d.status.nodes} nodes"
+        )
+    beat = d.observed.heartbeat
+    if beat is not None and heartbeat.advanced(d.status, beat):
+        d.status.progress = Progress(
+            epoch=beat.epoch,
+            step=beat.step,
+            data_epoch=beat.data_epoch,
+            samples_per_second=beat.samples_per_second,
+            loss=beat.loss,
+            updated_at=d.now,
+        )
+        d.status.consecutive_failures = 0
+    if beat is not None and beat.checkpoint is not None:
+        saved = CheckpointRef(
+            step=beat.checkpoint.step, path=beat.checkpoint.path, time=beat.checkpoint.time
+        )
+        if d.status.last_checkpoint != saved:
+            d.status.last_checkpoint = saved
+    return False

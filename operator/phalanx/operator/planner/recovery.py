@@ -1,0 +1,142 @@
+"""Steps that react to failure: classify and restart, hangs, stragglers, and giving up.
+
+A restart is always a new epoch for the whole gang, counted against the budget of the failure's
+class, after the class's backoff.
+"""
+
+from __future__ import annotations
+
+from phalanx.operator.planner import backoff, elastic, heartbeat
+from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_class
+from phalanx.operator.planner.config import PlannerConfig, seconds
+from phalanx.operator.planner.decision import Decision
+
+
+def failures(d: Decision, _: PlannerConfig) -> bool:
+    """Classify failed node pods; restart the gang, or set a configuration condition."""
+    pods = d.observed.node_pods(d.status.epoch)
+    facts = Facts(d.observed.nodes, frozenset(d.spec.failure_policy.retryable_exit_codes))
+    verdicts = [v for p in pods.values() if (v := classify(p, facts))]
+    if d.status.current.launched:
+        verdicts += [
+            Verdict("infrastructure", "PodDeleted", pod=f"node rank {rank}")
+            for rank in range(d.status.nodes)
+            if rank not in pods
+        ]
+    configuration = [v for v in verdicts if v.failure_class == "configuration"]
+    restartable = [v for v in verdicts if v.failure_class != "configuration"]
+    if restartable:
+        restart(d, restartable)
+        return True
+    if configuration:
+        first = configuration[0]
+        message = f"pod {first.pod}: {first.reason}" + (
+            f": {first.message}" if first.message else ""
+        )
+        if not any(
+            c.type == "ConfigurationError" and c.status == "True" for c in d.status.conditions
+        ):
+            d.record_failure(first)
+            d.event("ConfigurationError", message, "Warning")
+        d.set_condition("ConfigurationError", True, first.reason, message)
+        return True
+    d.clear_condition("ConfigurationError", "Resolved")
+    return False
+
+
+def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> None:
+    """Restart the gang in a new epoch, within the restart budget of the failure's class."""
+    failure_class = restart_class(verdicts)
+    cause = next(v for v in verdicts if v.failure_class == failure_class)
+    for verdict in verdicts:
+        d.record_failure(verdict)
+    policy = d.spec.failure_policy
+    if backoff.budget_exhausted(failure_class, d.status.restarts, policy):
+        limit = getattr(
+            policy, "max_restarts" if failure_class == "application" else "max_infra_restarts"
+        )
+        fail(
+            d,
+            "RestartBudgetExhausted",
+            f"{backoff.budget_name(failure_class)} ({limit}) exhausted; last failure: "
+            f"{cause.reason} of {cause.pod} ({failure_class})",
+        )
+        d.event("BudgetExhausted", f"{backoff.budget_name(failure_class)} exhausted", "Warning")
+        return
+    d.lose_work_since_checkpoint()
+    d.count_restart(failure_class)
+    d.status.consecutive_failures += 1
+    d.status.recovering_since = d.status.recovering_since or d.now
+    nodes = (
+        size or elastic.largest_valid_size(d.spec, d.status.nodes) or elastic.target_size(d.spec)
+    )
+    d.start_epoch(nodes, reason="Restart")
+    delay = backoff.restart_delay(failure_class, d.status.consecutive_failures, policy)
+    if delay:
+        d.status.current.restart_after = d.now + seconds(delay)
+    d.set_condition("Running", False, "Restarting", f"{cause.reason} of {cause.pod}")
+    d.event(
+        "Restart",
+        f"{failure_class} failure ({cause.reason} of {cause.pod}): epoch {d.status.epoch} "
+        f"with {nodes} nodes" + (f" in {delay:.0f} s" if delay else ""),
+        "Warning",
+    )
+
+
+def fail(d: Decision, reason: str, message: str) -> None:
+    """The job ends Failed: its pods are stopped."""
+    d.set_phase("Failed")
+    d.status.completion_time = d.now
+    d.set_condition("Failed", True, reason, message)
+    d.set_condition("Running", False, reason)
+    d.delete_pods([p.name for p in d.observed.pods if p.phase in ("Pending", "Running")])
+    d.event("Failed", message, "Warning")
+
+
+def hang(d: Decision, _: PlannerConfig) -> bool:
+    """A step that does not advance for hangTimeoutSeconds restarts the gang."""
+    if d.status.phase != "Running":
+        return False
+    due = heartbeat.hang_deadline(d.status, d.spec.failure_policy.hang_timeout_seconds)
+    if due is None:
+        return False
+    if d.now < due:
+        d.requeue_at(due)
+        return False
+    step = d.status.progress.step if d.status.progress else 0
+    d.event(
+        "Hang",
+        f"no progress for {d.spec.failure_policy.hang_timeout_seconds} s at step {step}",
+        "Warning",
+    )
+    restart(
+        d,
+        [
+            Verdict(
+                "infrastructure",
+                "Hang",
+                pod=f"epoch {d.status.epoch}",
+                message=f"stalled at step {step}",
+            )
+        ],
+    )
+    return True
+
+
+def stragglers(d: Decision, config: PlannerConfig) -> bool:
+    """A rank persistently slower than stragglerFactor x median moves the gang off its node."""
+    beat = d.observed.heartbeat
+    if d.status.phase != "Running" or beat is None or beat.epoch != d.status.epoch:
+        return False
+    ranks = heartbeat.straggler_ranks(
+        beat, d.spec.failure_policy.straggler_factor, config.straggler_min_window
+    )
+    pods = d.observed.node_pods(d.status.epoch)
+    slow = {pods[r // d.spec.nproc_per_node] for r in ranks if r // d.spec.nproc_per_node in pods}
+    nodes = sorted({p.node_name for p in slow if p.node_name})
+    if not nodes:
+        return False
+    d.status.avoid_nodes = sorted({*d.status.avoid_nodes, *nodes})[-32:]
+    d.event("Straggler", f"ranks {ranks} are slow; avoiding nodes {nodes}", "Warning")
+    restart(d, [Verdict("infrastructure", "Straggler", pod=p.name, node=p.node_name) for p in slow])
+    return True

@@ -1,0 +1,72 @@
+"""Steps that change the gang's size: shrink to what schedules, follow `kubectl scale`, and grow
+back (rate-limited) when standby pods show that capacity returned."""
+
+from __future__ import annotations
+
+from phalanx.operator.planner import elastic
+from phalanx.operator.planner.actions import CreateStandbyPod
+from phalanx.operator.planner.config import PlannerConfig, seconds
+from phalanx.operator.planner.decision import Decision
+
+
+def shrink(d: Decision, _: PlannerConfig) -> bool:
+    """Pods still unschedulable after scheduleTimeoutSeconds: shrink to what did schedule."""
+    pods = d.observed.node_pods(d.status.epoch)
+    pending = [p for p in pods.values() if not p.scheduled]
+    started = d.status.current.start_time
+    if not pending or started is None or not d.status.current.launched:
+        return False
+    due = started + seconds(d.spec.failure_policy.schedule_timeout_seconds)
+    if d.now < due:
+        d.requeue_at(due)
+        return False
+    scheduled = len(pods) - len(pending)
+    nodes = elastic.largest_valid_size(d.spec, scheduled)
+    if nodes is None:
+        message = (
+            f"only {scheduled} of {d.status.nodes} node pods could be scheduled; "
+            f"min is {d.spec.replicas.min}"
+        )
+        d.set_condition("Unschedulable", True, "InsufficientCapacity", message)
+        return True
+    d.status.recovering_since = d.status.recovering_since or started
+    d.start_epoch(nodes, reason="Shrink")
+    timeout = d.spec.failure_policy.schedule_timeout_seconds
+    d.event(
+        "Shrink",
+        f"{len(pending)} pods unschedulable for {timeout} s: "
+        f"epoch {d.status.epoch} with {nodes} nodes",
+        "Warning",
+    )
+    return True
+
+
+def resize(d: Decision, config: PlannerConfig) -> bool:
+    """Follow the desired size: shrink at once when scaled down; grow when standbys schedule."""
+    d.clear_condition("Unschedulable", "Scheduled")
+    target = elastic.target_size(d.spec)
+    current = d.status.nodes
+    standbys = d.observed.standby_pods(d.status.epoch)
+    if target < current:
+        d.start_epoch(target, reason="Scale")
+        d.event("Shrink", f"scaled to {target} nodes: epoch {d.status.epoch}")
+        return True
+    wanted = target - current if d.status.phase == "Running" else 0
+    d.delete_pods([p.name for p in standbys if p.rank >= wanted and not p.deleting])
+    have = {p.rank for p in standbys}
+    avoid = tuple(d.status.avoid_nodes)
+    d.actions += [
+        CreateStandbyPod(d.status.epoch, i, avoid) for i in range(wanted) if i not in have
+    ]
+    ready = sum(1 for p in standbys if p.scheduled and p.rank < wanted)
+    grown = elastic.largest_valid_size(d.spec, current + ready)
+    if not ready or grown is None or grown <= current:
+        return False
+    running_since = d.status.current.running_time or d.now
+    cooldown_end = running_since + seconds(config.grow_cooldown_seconds)
+    if d.now < cooldown_end:
+        d.requeue_at(cooldown_end)
+        return False
+    d.start_epoch(grown, reason="Grow")
+    d.event("Grow", f"capacity returned: epoch {d.status.epoch} with {grown} nodes")
+    return True

@@ -1,0 +1,61 @@
+"""Small builders for planner tests: a job, its pods in given states, a heartbeat."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from phalanx.models import TrainingJob
+from phalanx.models.heartbeat import Heartbeat
+from phalanx.operator.planner import Observed, PodView, plan
+from phalanx.operator.planner.actions import PatchStatus, Plan
+from phalanx.operator.planner.config import PlannerConfig
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def job(**spec: Any) -> TrainingJob:
+    """A TrainingJob: min 2, max 4, nprocPerNode 2 unless overridden."""
+    base: dict[str, Any] = {
+        "replicas": {"min": 2, "max": 4},
+        "nprocPerNode": 2,
+        "checkpoint": {"dir": "/ckpt"},
+        "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
+        "failurePolicy": {"backoff": {"initialSeconds": 5, "maxSeconds": 40}},
+    }
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return TrainingJob.model_validate(
+        {"metadata": {"name": "j", "namespace": "ns", "generation": 1}, "spec": base}
+    )
+
+
+def pods(epoch: int, n: int, phase: str = "Running", **overrides: Any) -> list[PodView]:
+    """`n` node pods of `epoch`, all in `phase` and scheduled on node-<rank>."""
+    fields: dict[str, Any] = {"phase": phase, "created": T0, **overrides}
+    return [
+        PodView(name=f"j-{epoch}-{r}", epoch=epoch, rank=r, node_name=f"node-{r}", **fields)
+        for r in range(n)
+    ]
+
+
+def step(
+    j: TrainingJob, observed: Observed, now: datetime, config: PlannerConfig | None = None
+) -> tuple[TrainingJob, Plan]:
+    """Run the planner and apply its status write to the job, as the API server would."""
+    result = plan(j, observed, now, config)
+    writes = result.of_type(PatchStatus)
+    if writes:
+        j = j.model_copy(update={"status": writes[0].status})
+    return j, result
+
+
+def beat(epoch: int, step_: int, **kw: Any) -> Heartbeat:
+    return Heartbeat(epoch=epoch, step=step_, **kw)
