@@ -6,7 +6,7 @@
 # (see ../shared/machine.md). The cache is keyed by version, so a second run is a no-op.
 #
 # Usage: k8s-binaries.sh [--print-dir] [BINARY ...]
-#   BINARY is any of: kube-apiserver kubectl etcd (default: all three).
+#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd (default: all).
 #   --print-dir  only print the cache directory the binaries live in.
 # Env:
 #   PHALANX_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
@@ -103,13 +103,15 @@ PY
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kubectl)
+[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kube-controller-manager kubectl)
 for t in "${targets[@]}"; do
   case $t in
     kube-apiserver) build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver ;;
+    kube-controller-manager)
+      build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager ;;
     kubectl) build_k8s kubectl k8s.io/kubernetes/cmd/kubectl ;;
     etcd) install_etcd ;;
-    *) log "unknown binary: $t (known: kube-apiserver kubectl etcd)"; exit 2 ;;
+    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

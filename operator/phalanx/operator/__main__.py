@@ -1,0 +1,5 @@
+"""`python -m phalanx.operator`."""
+
+from phalanx.operator.main import main
+
+main()

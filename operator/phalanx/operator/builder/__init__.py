@@ -1,0 +1,35 @@
+"""Pure builders: a TrainingJob plus an epoch's decisions in, Kubernetes manifests (dicts) out.
+
+Why one place: like Kubeflow Trainer's runtime builder, everything that shapes a node pod (env
+contract, labels, DNS, scheduling) is decided here and nowhere else, and tests render a pod
+without a cluster.
+"""
+
+from phalanx.operator.builder.children import (
+    headless_service,
+    heartbeat_lease,
+    lease_name,
+    pod_group,
+    role,
+    role_binding,
+    service_account,
+    service_account_name,
+)
+from phalanx.operator.builder.env import BuildSettings, node_pod_name, pod_env
+from phalanx.operator.builder.pods import node_pod, standby_pod
+
+__all__ = [
+    "BuildSettings",
+    "headless_service",
+    "heartbeat_lease",
+    "lease_name",
+    "node_pod",
+    "node_pod_name",
+    "pod_env",
+    "pod_group",
+    "role",
+    "role_binding",
+    "service_account",
+    "service_account_name",
+    "standby_pod",
+]

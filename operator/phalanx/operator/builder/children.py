@@ -1,0 +1,128 @@
+"""The objects a job owns besides its pods: headless Service, heartbeat Lease, and the
+ServiceAccount + Role + RoleBinding that let its pods update that Lease and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phalanx.models import labels
+from phalanx.models.job import API_VERSION, KIND, TrainingJob
+
+Manifest = dict[str, Any]
+
+
+def owner_reference(job: TrainingJob) -> Manifest:
+    """Makes the job the controller of a child, so deleting the job deletes it (GC)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": job.metadata.name,
+        "uid": job.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def child_metadata(
+    job: TrainingJob, name: str, extra_labels: dict[str, str] | None = None
+) -> Manifest:
+    """Name, namespace, job label and owner reference of a child object."""
+    return {
+        "name": name,
+        "namespace": job.metadata.namespace,
+        "labels": {labels.JOB: job.metadata.name or "", **(extra_labels or {})},
+        "ownerReferences": [owner_reference(job)],
+    }
+
+
+def lease_name(job: str) -> str:
+    return f"{job}-heartbeat"
+
+
+def service_account_name(job: str) -> str:
+    return f"{job}-phalanx"
+
+
+def headless_service(job: TrainingJob, master_port: int) -> Manifest:
+    """Gives each node pod a DNS name (`<pod>.<job>.<ns>.svc`) even before it is Ready."""
+    name = job.metadata.name or ""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": child_metadata(job, name),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {labels.JOB: name, labels.ROLE: labels.ROLE_NODE},
+            "ports": [{"name": "rendezvous", "port": master_port, "targetPort": master_port}],
+        },
+    }
+
+
+def heartbeat_lease(job: TrainingJob) -> Manifest:
+    """The Lease node rank 0's agent renews with its progress."""
+    name = job.metadata.name or ""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": child_metadata(job, lease_name(name)),
+        "spec": {"leaseDurationSeconds": 30},
+    }
+
+
+def service_account(job: TrainingJob) -> Manifest:
+    name = service_account_name(job.metadata.name or "")
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": child_metadata(job, name)}
+
+
+def role(job: TrainingJob) -> Manifest:
+    """Allows reading and updating only this job's heartbeat Lease."""
+    name = job.metadata.name or ""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": child_metadata(job, service_account_name(name)),
+        "rules": [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [lease_name(name)],
+                "verbs": ["get", "update", "patch"],
+            }
+        ],
+    }
+
+
+def role_binding(job: TrainingJob) -> Manifest:
+    name = service_account_name(job.metadata.name or "")
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": child_metadata(job, name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": job.metadata.namespace}],
+    }
+
+
+PODGROUP_GROUP = "scheduling.x-k8s.io"
+PODGROUP_VERSION = "v1alpha1"
+PODGROUP_PLURAL = "podgroups"
+PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def pod_group_name(job: str, epoch: int) -> str:
+    return f"{job}-{epoch}"
+
+
+def pod_group(job: TrainingJob, epoch: int, min_member: int) -> Manifest:
+    """A scheduler-plugins PodGroup: the epoch's pods schedule all together or not at all."""
+    name = job.metadata.name or ""
+    return {
+        "apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}",
+        "kind": "PodGroup",
+        "metadata": child_metadata(job, pod_group_name(name, epoch)),
+        "spec": {
+            "minMember": min_member,
+            "scheduleTimeoutSeconds": job.spec.failure_policy.schedule_timeout_seconds,
+        },
+    }

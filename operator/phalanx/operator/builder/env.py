@@ -1,0 +1,79 @@
+"""The env contract a node pod gets (design §4): rendezvous, ranks, Phalanx's own variables, and
+NCCL settings merged from the cluster defaults and the job (the job wins)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from phalanx.models import env
+from phalanx.models.job import TrainingJob
+from phalanx.operator.planner import elastic
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """Cluster-wide settings the builders need."""
+
+    master_port: int = 29500
+    cluster_domain: str = "cluster.local"
+    nccl_defaults: Mapping[str, str] = field(default_factory=dict)
+    standby_command: tuple[str, ...] = ("sleep", "infinity")
+
+
+def node_pod_name(job: str, epoch: int, rank: int) -> str:
+    """`<job>-<epoch>-<rank>`: also the pod's hostname, so rank 0 has a stable DNS name."""
+    return f"{job}-{epoch}-{rank}"
+
+
+def master_addr(job: TrainingJob, epoch: int, settings: BuildSettings) -> str:
+    """Rank 0's FQDN for this epoch (a fresh rendezvous per epoch, never an old peer's)."""
+    name, namespace = job.metadata.name or "", job.metadata.namespace or "default"
+    host = node_pod_name(name, epoch, 0)
+    return f"{host}.{name}.{namespace}.svc.{settings.cluster_domain}"
+
+
+def nccl_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
+    """Cluster NCCL defaults overlaid with the job's `spec.nccl`."""
+    merged = dict(settings.nccl_defaults)
+    nccl = job.spec.nccl
+    if nccl is not None:
+        typed = {
+            "NCCL_SOCKET_IFNAME": nccl.socket_ifname,
+            "NCCL_IB_HCA": nccl.ib_hca,
+            "NCCL_DEBUG": nccl.debug,
+        }
+        merged.update({k: v for k, v in typed.items() if v is not None})
+        merged.update(nccl.env or {})
+    return merged
+
+
+def pod_env(
+    job: TrainingJob, epoch: int, rank: int, nodes: int, settings: BuildSettings
+) -> dict[str, str]:
+    """Every variable the operator sets on node pod `rank` of `epoch` (of `nodes` pods)."""
+    spec = job.spec
+    rendezvous = {
+        env.MASTER_ADDR: master_addr(job, epoch, settings),
+        env.MASTER_PORT: str(settings.master_port),
+        env.NNODES: str(nodes),
+        env.NODE_RANK: str(rank),
+        env.NPROC_PER_NODE: str(spec.nproc_per_node),
+    }
+    values = {
+        **rendezvous,
+        **{env.TORCHRUN_PREFIX + name: rendezvous[name] for name in env.TORCHRUN_MIRRORED},
+        env.PHALANX_JOB: job.metadata.name or "",
+        env.PHALANX_NAMESPACE: job.metadata.namespace or "default",
+        env.PHALANX_EPOCH: str(epoch),
+        env.PHALANX_TENSOR_PARALLEL: str(spec.parallelism.tensor),
+        env.PHALANX_PIPELINE_PARALLEL: str(spec.parallelism.pipeline),
+        env.PHALANX_DATA_PARALLEL: str(elastic.data_parallel_degree(spec, nodes)),
+        env.PHALANX_HEARTBEAT_LEASE: f"{job.metadata.name}-heartbeat",
+        env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
+    }
+    if spec.checkpoint.dir is not None:
+        values[env.PHALANX_CHECKPOINT_DIR] = spec.checkpoint.dir
+    if spec.checkpoint.url is not None:
+        values[env.PHALANX_CHECKPOINT_URL] = spec.checkpoint.url
+    return {**nccl_env(job, settings), **values}

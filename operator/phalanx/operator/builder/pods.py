@@ -1,0 +1,131 @@
+"""Node pods (gang members with ranks and the env contract) and standby pods (capacity holders)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from phalanx.models import labels
+from phalanx.models.job import TrainingJob
+from phalanx.operator.builder.children import (
+    PODGROUP_LABEL,
+    Manifest,
+    child_metadata,
+    pod_group_name,
+    service_account_name,
+)
+from phalanx.operator.builder.env import BuildSettings, node_pod_name, pod_env
+
+
+def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
+    """Deep copies of the template's metadata and spec, as plain dicts."""
+    template = job.spec.template.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return copy.deepcopy(template.get("metadata", {})), copy.deepcopy(template["spec"])
+
+
+def _avoid(spec: Manifest, nodes: tuple[str, ...]) -> None:
+    """Keep the pod off `nodes` (stragglers) by adding a NotIn term to its node affinity."""
+    if not nodes:
+        return
+    expression = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": list(nodes)}
+    required = (
+        spec.setdefault("affinity", {})
+        .setdefault("nodeAffinity", {})
+        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(expression)
+
+
+def _metadata(job: TrainingJob, name: str, pod_labels: dict[str, str]) -> Manifest:
+    template_meta, _ = _template(job)
+    meta = child_metadata(job, name, {**template_meta.get("labels", {}), **pod_labels})
+    if template_meta.get("annotations"):
+        meta["annotations"] = template_meta["annotations"]
+    return meta
+
+
+def _scheduling(job: TrainingJob, spec: Manifest) -> None:
+    if job.spec.scheduler_name:
+        spec["schedulerName"] = job.spec.scheduler_name
+    if job.spec.priority_class_name:
+        spec["priorityClassName"] = job.spec.priority_class_name
+
+
+def node_pod(
+    job: TrainingJob,
+    epoch: int,
+    rank: int,
+    nodes: int,
+    settings: BuildSettings,
+    avoid_nodes: tuple[str, ...] = (),
+    pod_group: bool = False,
+) -> Manifest:
+    """Node pod `rank` of `epoch`: the template plus ranks, DNS, env contract and scheduling."""
+    name = job.metadata.name or ""
+    pod_name = node_pod_name(name, epoch, rank)
+    pod_labels = {
+        labels.EPOCH: str(epoch),
+        labels.NODE_RANK: str(rank),
+        labels.ROLE: labels.ROLE_NODE,
+        labels.NNODES: str(nodes),
+    }
+    if pod_group:
+        pod_labels[PODGROUP_LABEL] = pod_group_name(name, epoch)
+    _, spec = _template(job)
+    contract = pod_env(job, epoch, rank, nodes, settings)
+    for container in spec["containers"]:
+        own: list[dict[str, Any]] = container.get("env", [])
+        own_names = {e["name"] for e in own}
+        ours = [{"name": k, "value": v} for k, v in contract.items() if k not in own_names]
+        container["env"] = [*ours, *own]
+        container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+    spec.update(hostname=pod_name, subdomain=name, restartPolicy="Never")
+    spec.setdefault("serviceAccountName", service_account_name(name))
+    _scheduling(job, spec)
+    _avoid(spec, avoid_nodes)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(job, pod_name, pod_labels),
+        "spec": spec,
+    }
+
+
+def standby_pod(
+    job: TrainingJob,
+    epoch: int,
+    index: int,
+    settings: BuildSettings,
+    avoid_nodes: tuple[str, ...] = (),
+) -> Manifest:
+    """A pod that asks for one node pod's resources and idles: once it schedules, capacity for
+    one more node exists, and the job can grow."""
+    name = job.metadata.name or ""
+    _, spec = _template(job)
+    first = spec["containers"][0]
+    container = {
+        "name": "standby",
+        "image": first["image"],
+        "command": list(settings.standby_command),
+        "resources": first.get("resources", {}),
+    }
+    keep = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets", "runtimeClassName")
+    spec = {k: v for k, v in spec.items() if k in keep}
+    spec.update(containers=[container], restartPolicy="Never", terminationGracePeriodSeconds=0)
+    _scheduling(job, spec)
+    _avoid(spec, avoid_nodes)
+    pod_labels = {
+        labels.EPOCH: str(epoch),
+        labels.NODE_RANK: str(index),
+        labels.ROLE: labels.ROLE_STANDBY,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(job, f"{name}-{epoch}-s{index}", pod_labels),
+        "spec": spec,
+    }

@@ -1,0 +1,169 @@
+"""The kopf shell: watches feed indices, and one reconcile loop per job runs observe -> plan ->
+execute whenever something about the job changed, or when the planner asked to look again.
+
+Why a daemon per job instead of create/update/timer handlers: kopf is edge-triggered, while a
+controller must reconcile from state. The loop serialises reconciles of one job, wakes on any
+event of the job, its pods, its Lease or the nodes, and sleeps (without blocking anything) until
+the planner's next deadline. Handlers never sleep; errors are mapped to a retry here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from phalanx.models import labels
+from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
+from phalanx.operator import observe
+from phalanx.operator.execute import Executor, StatusConflictError
+from phalanx.operator.metrics import OperatorMetrics
+from phalanx.operator.planner import Observed, PlannerConfig, plan
+
+log = logging.getLogger(__name__)
+JobKey = tuple[str, str]
+CONFLICT_RETRY_SECONDS = 0.2
+STALE_WAIT_SECONDS = 1.0
+
+
+class Reconciler:
+    """Per-operator state shared by the handlers: wakers, the executor, metrics, config."""
+
+    def __init__(
+        self, executor: Executor, metrics: OperatorMetrics, config: PlannerConfig,
+        resync_seconds: float, podgroups_supported: bool,
+    ) -> None:  # fmt: skip
+        self.executor = executor
+        self.metrics = metrics
+        self.config = config
+        self.resync_seconds = resync_seconds
+        self.podgroups_supported = podgroups_supported
+        self._wakers: dict[JobKey, asyncio.Event] = {}
+        self._stale_version: dict[JobKey, str] = {}
+
+    def waker(self, key: JobKey) -> asyncio.Event:
+        return self._wakers.setdefault(key, asyncio.Event())
+
+    def poke(self, key: JobKey) -> None:
+        """Something about job `key` changed: reconcile it soon."""
+        if key in self._wakers:
+            self._wakers[key].set()
+
+    def poke_all(self) -> None:
+        for waker in self._wakers.values():
+            waker.set()
+
+    def forget(self, key: JobKey) -> None:
+        self._wakers.pop(key, None)
+        self._stale_version.pop(key, None)
+        self.metrics.forget(*key)
+
+    async def reconcile(
+        self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any
+    ) -> float:
+        """One observe -> plan -> execute; returns seconds until the next one is due."""
+        raw = dict(body)
+        version = raw["metadata"]["resourceVersion"]
+        if self._stale_version.get(key) == version:
+            return STALE_WAIT_SECONDS  # our last write has not reached the watch yet
+        try:
+            job = TrainingJob.model_validate(raw)
+        except ValidationError as error:
+            log.error("TrainingJob %s/%s cannot be read: %s", *key, error)
+            return self.resync_seconds
+        observed = Observed(
+            pods=tuple(v for v in pods.get(key, ()) if v is not None),
+            nodes={n.name: n for n in nodes.get(None, ())},
+            heartbeat=next(iter(leases.get(key, ())), None),
+            podgroups_supported=self.podgroups_supported,
+        )
+        started = time.perf_counter()
+        decided = plan(job, observed, datetime.now(UTC), self.config)
+        try:
+            written = await asyncio.to_thread(self.executor.apply, raw, job, decided)
+        except StatusConflictError:
+            return CONFLICT_RETRY_SECONDS
+        finally:
+            self.metrics.reconcile.observe(time.perf_counter() - started)
+        if written is not None:
+            self._stale_version[key] = version
+        return min(decided.requeue_after or self.resync_seconds, self.resync_seconds)
+
+
+def register(
+    registry: kopf.OperatorRegistry, reconciler: Reconciler, connection: kopf.ConnectionInfo
+) -> None:
+    """Attach Phalanx's handlers to `registry`."""
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.persistence.finalizer = "phalanx.dev/operator"
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection
+
+    @kopf.index("pods", labels={labels.JOB: kopf.PRESENT}, registry=registry)
+    async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
+        key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
+        reconciler.poke(key)
+        view = observe.pod_view(body)
+        return {key: view} if view else {}
+
+    @kopf.index(
+        "coordination.k8s.io", "v1", "leases", labels={labels.JOB: kopf.PRESENT}, registry=registry
+    )
+    async def heartbeats_by_job(
+        namespace: str | None, body: kopf.Body, **_: Any
+    ) -> dict[JobKey, Any]:
+        key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
+        reconciler.poke(key)
+        beat = observe.heartbeat(body)
+        return {key: beat} if beat else {}
+
+    @kopf.index("nodes", registry=registry)
+    async def all_nodes(body: kopf.Body, **_: Any) -> dict[None, Any]:
+        view = observe.node_view(body)
+        reconciler.poke_all()
+        return {None: view}
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def job_changed(namespace: str | None, name: str, **_: Any) -> None:
+        reconciler.poke((namespace or "", name))
+
+    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=10)
+    async def reconcile_loop(
+        namespace: str | None,
+        name: str,
+        body: kopf.Body,
+        stopped: kopf.DaemonStopped,
+        **kwargs: Any,
+    ) -> None:
+        key = (namespace or "", name)
+        indices = kwargs["pods_by_job"], kwargs["heartbeats_by_job"], kwargs["all_nodes"]
+        waker = reconciler.waker(key)
+        try:
+            while not stopped:
+                waker.clear()
+                delay = await reconciler.reconcile(key, body, *indices)
+                await _wait(waker, stopped, delay)
+        finally:
+            reconciler.forget(key)
+
+
+async def _wait(waker: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:
+    """Until the job is poked, its daemon is stopped, or `timeout` passes."""
+    tasks = [asyncio.ensure_future(waker.wait()), asyncio.ensure_future(stopped.wait())]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

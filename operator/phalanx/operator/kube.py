@@ -1,0 +1,50 @@
+"""The one module that makes Kubernetes clients: the `kubernetes` ApiClient the executor uses
+and the matching kopf login, both from the same credentials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+
+def load_configuration(kubeconfig: Path | None) -> k8s.Configuration:
+    """Credentials from `kubeconfig`, else the in-cluster service account, else $KUBECONFIG."""
+    configuration = k8s.Configuration()
+    if kubeconfig is not None:
+        k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return configuration
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except ConfigException:
+        k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return configuration
+
+
+def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:
+    """A client for the executor (used from worker threads)."""
+    return k8s.ApiClient(configuration)
+
+
+def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:
+    """The same credentials in kopf's form, for its watches."""
+    bearer = (configuration.api_key or {}).get("authorization", "")
+    token = bearer.removeprefix("Bearer ").strip() or None
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        scheme="Bearer" if token else None,
+        token=token,
+    )
+
+
+def has_api_group(client: k8s.ApiClient, group: str) -> bool:
+    """Whether the API server serves `group` (e.g. scheduling.x-k8s.io for PodGroups)."""
+    groups = k8s.ApisApi(client).get_api_versions().groups or []
+    return any(g.name == group for g in groups)

@@ -1,0 +1,99 @@
+"""The operator's Prometheus metrics, in one place (JobSet's metrics.go habit).
+
+Names follow Prometheus conventions: `phalanx_` prefix, `_total` counters, `_seconds`
+histograms, labels bounded to namespace, job, class and phase (never pod names or UIDs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter as Tally
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from phalanx.models.status import TrainingJobStatus
+
+PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+
+
+class _JobsByPhase(Collector):
+    """`phalanx_jobs{phase}`, computed at scrape time from the latest phase of each job."""
+
+    def __init__(self) -> None:
+        self._phases: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def set(self, key: tuple[str, str], phase: str | None) -> None:
+        with self._lock:
+            if phase is None:
+                self._phases.pop(key, None)
+            else:
+                self._phases[key] = phase
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            tally = Tally(self._phases.values())
+        family = GaugeMetricFamily("phalanx_jobs", "TrainingJobs by phase", labels=["phase"])
+        for phase in PHASES:
+            family.add_metric([phase], tally.get(phase, 0))
+        yield family
+
+
+class OperatorMetrics:
+    """Every metric the operator exports, on its own registry (tests run several operators)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self._jobs = _JobsByPhase()
+        self.registry.register(self._jobs)
+        labels = ["namespace", "job"]
+        self.restarts = Counter(
+            "phalanx_restarts", "Gang restarts by failure class", [*labels, "class"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.world_size = Gauge(
+            "phalanx_world_size", "Worker processes in the current epoch", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self.goodput = Gauge(
+            "phalanx_goodput_ratio", "Share of wall time spent on kept training", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self.recovery = Histogram(
+            "phalanx_recovery_seconds", "Failure seen to new epoch running", ["class"],
+            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800), registry=self.registry,
+        )  # fmt: skip
+        self.reconcile = Histogram(
+            "phalanx_reconcile_duration_seconds", "Time to plan and execute one reconcile",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5), registry=self.registry,
+        )  # fmt: skip
+
+    def job_status(
+        self, namespace: str, job: str, old: TrainingJobStatus | None, new: TrainingJobStatus
+    ) -> None:
+        """Update per-job metrics from a status transition."""
+        before = old.restarts if old else None
+        for failure_class in ("application", "infrastructure"):
+            grew = getattr(new.restarts, failure_class) - (
+                getattr(before, failure_class) if before else 0
+            )
+            if grew > 0:
+                self.restarts.labels(namespace, job, failure_class).inc(grew)
+        self.world_size.labels(namespace, job).set(new.world_size)
+        if new.goodput is not None:
+            self.goodput.labels(namespace, job).set(new.goodput)
+        self._jobs.set((namespace, job), new.phase)
+
+    def forget(self, namespace: str, job: str) -> None:
+        """A job is gone: drop its series."""
+        self._jobs.set((namespace, job), None)
+        for metric in (self.world_size, self.goodput):
+            with contextlib.suppress(KeyError):
+                metric.remove(namespace, job)
+        for failure_class in ("application", "infrastructure"):
+            with contextlib.suppress(KeyError):
+                self.restarts.remove(namespace, job, failure_class)

@@ -1,0 +1,110 @@
+"""Turn Kubernetes objects (as the watch delivers them) into the planner's views.
+
+Why here and pure: kopf indices keep the latest pods, leases and nodes in memory (no list per
+reconcile), and these functions reduce each object to what the planner needs when it arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from phalanx.models import labels
+from phalanx.models.heartbeat import Heartbeat
+from phalanx.operator.planner import NodeView, PodView
+from phalanx.operator.planner.observed import Role
+
+log = logging.getLogger(__name__)
+Body = Mapping[str, Any]
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def _condition(status: Body, kind: str) -> Body | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _containers(status: Body) -> list[Body]:
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _termination(status: Body) -> Body | None:
+    """The terminated state that explains the pod: the first failure, else any termination."""
+    terminated = [
+        s["state"]["terminated"]
+        for s in _containers(status)
+        if (s.get("state") or {}).get("terminated")
+    ]
+    failed = [t for t in terminated if t.get("exitCode", 0) != 0]
+    chosen: Body | None = (failed or terminated or [None])[0]
+    return chosen
+
+
+def _waiting(status: Body) -> Body | None:
+    for s in _containers(status):
+        waiting = (s.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+            return dict(waiting)
+    return None
+
+
+def pod_view(pod: Body) -> PodView | None:
+    """The planner's view of a pod of a job; None if it lacks Phalanx's labels."""
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status") or {}
+    pod_labels = meta.get("labels") or {}
+    try:
+        epoch, rank = int(pod_labels[labels.EPOCH]), int(pod_labels[labels.NODE_RANK])
+    except (KeyError, ValueError):
+        return None
+    terminated = _termination(status)
+    waiting = _waiting(status)
+    disruption = _condition(status, "DisruptionTarget")
+    role: Role = "standby" if pod_labels.get(labels.ROLE) == labels.ROLE_STANDBY else "node"
+    message = (terminated or {}).get("message") or (waiting or {}).get("message")
+    return PodView(
+        name=meta.get("name", ""),
+        epoch=epoch,
+        rank=rank,
+        role=role,
+        phase=status.get("phase", "Pending"),
+        node_name=spec.get("nodeName"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        created=_time(meta.get("creationTimestamp")),
+        exit_code=(terminated or {}).get("exitCode"),
+        terminated_reason=(terminated or {}).get("reason"),
+        pod_reason=status.get("reason"),
+        disruption_reason=(
+            disruption.get("reason") or "DisruptionTarget"
+            if disruption and disruption.get("status") == "True"
+            else None
+        ),
+        waiting_reason=(waiting or {}).get("reason"),
+        message=(message or status.get("message") or None),
+    )
+
+
+def node_view(node: Body) -> NodeView:
+    """A node and whether its Ready condition is True."""
+    ready = _condition(node.get("status") or {}, "Ready")
+    return NodeView(name=node["metadata"]["name"], ready=bool(ready and ready["status"] == "True"))
+
+
+def heartbeat(lease: Body) -> Heartbeat | None:
+    """The heartbeat in a job's Lease annotation; None if absent or malformed (logged)."""
+    raw = ((lease.get("metadata") or {}).get("annotations") or {}).get(labels.HEARTBEAT)
+    if not raw:
+        return None
+    try:
+        return Heartbeat.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as error:
+        log.warning(
+            "ignoring malformed heartbeat on lease %s: %s", lease["metadata"]["name"], error
+        )
+        return None
