@@ -33,9 +33,9 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 def kube_client(control_plane: ControlPlane) -> Iterator[k8s.ApiClient]:
     """An ApiClient with admin rights on the test control plane."""
     config_file = str(control_plane.kubeconfig)
-    api: k8s.ApiClient = k8s_config.new_client_from_config(config_file=config_file)  # type: ignore[no-untyped-call]
+    api: k8s.ApiClient = k8s_config.new_client_from_config(config_file=config_file)
     yield api
-    api.close()  # type: ignore[no-untyped-call]
+    api.close()
 
 
 @pytest.fixture

@@ -63,6 +63,6 @@ def _alive(pid: int) -> bool:
 def test_teardown_leaves_no_process_behind(tmp_path: Path) -> None:
     with running_control_plane(tmp_path) as plane:
         pids = plane.pids
-        assert len(pids) == 2
+        assert len(pids) == 3
         assert all(_alive(pid) for pid in pids)
     wait_until(lambda: not any(_alive(pid) for pid in pids), timeout=5, what="processes to end")

@@ -37,7 +37,14 @@ START_TIMEOUT_S = 60.0
 def binaries_dir() -> Path:
     """Where the pinned binaries are, building them first if the cache lacks them."""
     result = subprocess.run(
-        ["bash", str(BINARIES_SCRIPT), "etcd", "kube-apiserver", "kubectl"],
+        [
+            "bash",
+            str(BINARIES_SCRIPT),
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kubectl",
+        ],
         check=True,
         stdout=subprocess.PIPE,
         text=True,
@@ -66,7 +73,7 @@ def wait_until(predicate: object, timeout: float, what: str, interval: float = 0
 
 @dataclass
 class ControlPlane:
-    """etcd + kube-apiserver processes and the files a client needs to reach them."""
+    """etcd, kube-apiserver and kube-controller-manager, and the files a client needs."""
 
     workdir: Path
     bin_dir: Path = field(default_factory=binaries_dir)
@@ -95,6 +102,7 @@ class ControlPlane:
             etcd_url = self._start_etcd()
             self._start_apiserver(etcd_url)
             self._write_kubeconfig()
+            self._start_controller_manager()
             self.install_crds()
         except BaseException:
             self.stop()
@@ -193,6 +201,23 @@ class ControlPlane:
             ],
         )
         wait_until(lambda: self._healthy(f"{self.server}/readyz"), START_TIMEOUT_S, "apiserver")
+
+    def _start_controller_manager(self) -> None:
+        """Only the controllers tests rely on: garbage collection (owner references) and
+        namespace deletion. Pods are never scheduled or run here: tests play kubelet."""
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--controllers=garbagecollector,namespace",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--use-service-account-credentials=false",
+                "--concurrent-gc-syncs=5",
+                "--v=1",
+            ],
+        )
 
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
 CONFLICT_RETRY_SECONDS = 0.2
 STALE_WAIT_SECONDS = 1.0
+ERROR_RETRY_SECONDS = 2.0
 
 
 class Reconciler:
@@ -111,7 +112,7 @@ def register(
     def login(**_: Any) -> kopf.ConnectionInfo:
         return connection
 
-    @kopf.index("pods", labels={labels.JOB: kopf.PRESENT}, registry=registry)
+    @kopf.index("pods", id="pods_by_job", labels={labels.JOB: kopf.PRESENT}, registry=registry)
     async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
         key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
         reconciler.poke(key)
@@ -119,8 +120,9 @@ def register(
         return {key: view} if view else {}
 
     @kopf.index(
-        "coordination.k8s.io", "v1", "leases", labels={labels.JOB: kopf.PRESENT}, registry=registry
-    )
+        "coordination.k8s.io", "v1", "leases", id="heartbeats_by_job",
+        labels={labels.JOB: kopf.PRESENT}, registry=registry,
+    )  # fmt: skip
     async def heartbeats_by_job(
         namespace: str | None, body: kopf.Body, **_: Any
     ) -> dict[JobKey, Any]:
@@ -129,7 +131,7 @@ def register(
         beat = observe.heartbeat(body)
         return {key: beat} if beat else {}
 
-    @kopf.index("nodes", registry=registry)
+    @kopf.index("nodes", id="all_nodes", registry=registry)
     async def all_nodes(body: kopf.Body, **_: Any) -> dict[None, Any]:
         view = observe.node_view(body)
         reconciler.poke_all()
@@ -153,7 +155,11 @@ def register(
         try:
             while not stopped:
                 waker.clear()
-                delay = await reconciler.reconcile(key, body, *indices)
+                try:
+                    delay = await reconciler.reconcile(key, body, *indices)
+                except Exception:  # an API hiccup must not stop the job's loop: retry soon
+                    log.exception("reconcile of %s/%s failed; retrying", *key)
+                    delay = ERROR_RETRY_SECONDS
                 await _wait(waker, stopped, delay)
         finally:
             reconciler.forget(key)

@@ -1,0 +1,143 @@
+"""A job becomes a gang of rank-assigned pods with the env contract, owned children, and no
+restart loop for configuration errors; deleting the job deletes everything it owns.
+
+Scenarios 1, 11 and 12 of the operator issue.
+"""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s
+
+from phalanx.models import env, labels
+from tests.integration.operator.conftest import NCCL_DEFAULTS, Cluster
+from tests.support.controlplane import wait_until
+
+
+def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> None:
+    cluster.create_job("gang", nccl={"debug": "INFO", "env": {"NCCL_SOCKET_IFNAME": "ib0"}})
+    pods = cluster.kubelet.wait_pods("gang", epoch=1, count=4)
+    uid = cluster.job("gang")["metadata"]["uid"]
+    ns = cluster.namespace
+    master = f"gang-1-0.gang.{ns}.svc.cluster.local"
+    for rank, pod in pods.items():
+        assert pod.metadata.name == f"gang-1-{rank}"
+        assert (pod.spec.hostname, pod.spec.subdomain, pod.spec.restart_policy) == (
+            f"gang-1-{rank}",
+            "gang",
+            "Never",
+        )
+        assert [(o.kind, o.uid, o.controller) for o in pod.metadata.owner_references] == [
+            ("TrainingJob", uid, True)
+        ]
+        assert pod.metadata.labels[labels.EPOCH] == "1"
+        got = {e.name: e.value for e in pod.spec.containers[0].env}
+        expected = {
+            env.MASTER_ADDR: master, env.MASTER_PORT: "29500", env.NNODES: "4",
+            env.NODE_RANK: str(rank), env.NPROC_PER_NODE: "2",
+            "PET_MASTER_ADDR": master, "PET_MASTER_PORT": "29500", "PET_NNODES": "4",
+            "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": "2",
+            env.PHALANX_JOB: "gang", env.PHALANX_NAMESPACE: ns, env.PHALANX_EPOCH: "1",
+            env.PHALANX_CHECKPOINT_DIR: "/ckpt", env.PHALANX_TENSOR_PARALLEL: "1",
+            env.PHALANX_PIPELINE_PARALLEL: "1", env.PHALANX_DATA_PARALLEL: "8",
+            env.PHALANX_HEARTBEAT_LEASE: "gang-heartbeat", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
+            # cluster defaults merged with the job's nccl; the job wins
+            "NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_DISABLE": NCCL_DEFAULTS["NCCL_IB_DISABLE"], "NCCL_DEBUG": "INFO",
+        }  # fmt: skip
+        assert got == expected
+    service = k8s.CoreV1Api(cluster.api).read_namespaced_service("gang", ns)
+    assert service.spec.cluster_ip == "None"
+    assert service.spec.publish_not_ready_addresses is True
+    assert service.metadata.owner_references[0].uid == uid
+    role = k8s.RbacAuthorizationV1Api(cluster.api).read_namespaced_role("gang-phalanx", ns)
+    assert role.rules[0].resource_names == ["gang-heartbeat"]
+    assert (
+        k8s.CoordinationV1Api(cluster.api)
+        .read_namespaced_lease("gang-heartbeat", ns)
+        .metadata.owner_references
+    )
+    status = cluster.wait_status(
+        "gang", lambda s: s.get("epoch") == 1 and s.get("worldSize") == 8, "epoch 1"
+    )
+    assert (status["nodes"], status["phase"]) == (4, "Pending")
+    assert "Started" in cluster.event_reasons("gang")
+
+    cluster.kubelet.start_gang("gang", 1, 4)
+    status = cluster.wait_status("gang", lambda s: s.get("phase") == "Running", "Running")
+    running = next(c for c in status["conditions"] if c["type"] == "Running")
+    assert running["status"] == "True"
+    assert running["observedGeneration"] == 1
+    assert cluster.metric("phalanx_world_size", namespace=cluster.namespace, job="gang") == 8
+    assert cluster.metric("phalanx_jobs", phase="Running") == 1
+
+
+def test_deleting_the_job_leaves_no_children(cluster: Cluster) -> None:
+    cluster.create_job("doomed")
+    cluster.kubelet.start_gang("doomed", 1, 4)
+    cluster.wait_status("doomed", lambda s: s.get("phase") == "Running", "Running")
+    k8s.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
+        "phalanx.dev", "v1alpha1", cluster.namespace, "trainingjobs", "doomed"
+    )
+    core, rbac = k8s.CoreV1Api(cluster.api), k8s.RbacAuthorizationV1Api(cluster.api)
+    selector = f"{labels.JOB}=doomed"
+
+    def children() -> list[str]:
+        ns = cluster.namespace
+        found = [
+            p.metadata.name for p in core.list_namespaced_pod(ns, label_selector=selector).items
+        ]
+        found += [
+            s.metadata.name for s in core.list_namespaced_service(ns, label_selector=selector).items
+        ]
+        found += [
+            a.metadata.name
+            for a in core.list_namespaced_service_account(ns, label_selector=selector).items
+        ]
+        found += [
+            r.metadata.name for r in rbac.list_namespaced_role(ns, label_selector=selector).items
+        ]
+        found += [
+            b.metadata.name
+            for b in rbac.list_namespaced_role_binding(ns, label_selector=selector).items
+        ]
+        found += [
+            lease.metadata.name
+            for lease in k8s.CoordinationV1Api(cluster.api)
+            .list_namespaced_lease(ns, label_selector=selector)
+            .items
+        ]
+        return found
+
+    assert len(children()) >= 9
+    wait_until(lambda: children() == [], 60, "the garbage collector to delete the job's children")
+
+
+def test_image_pull_error_sets_a_condition_without_a_restart_loop(cluster: Cluster) -> None:
+    cluster.create_job("badimage")
+    pods = cluster.kubelet.wait_pods("badimage", 1, 4)
+    for pod in pods.values():
+        cluster.kubelet.bind(pod.metadata.name, "node-0")
+        cluster.kubelet.image_pull_error(pod.metadata.name)
+    status = cluster.wait_status(
+        "badimage",
+        lambda s: any(
+            c["type"] == "ConfigurationError" and c["status"] == "True"
+            for c in s.get("conditions", [])
+        ),
+        "a ConfigurationError condition",
+    )
+    condition = next(c for c in status["conditions"] if c["type"] == "ConfigurationError")
+    assert condition["reason"] == "ImagePullBackOff"
+    assert "badimage-1-" in condition["message"]
+    # More reconciles happen (the status changes again), and still no restart.
+    before = cluster.metric("phalanx_reconcile_duration_seconds_count")
+    for pod in pods.values():
+        cluster.kubelet.image_pull_error(pod.metadata.name)
+    wait_until(
+        lambda: cluster.metric("phalanx_reconcile_duration_seconds_count") >= before + 3,
+        30,
+        "three more reconciles",
+    )
+    status = cluster.status("badimage")
+    assert (status["epoch"], status["restarts"]["total"]) == (1, 0)
+    assert cluster.kubelet.pods("badimage", 1).keys() == {0, 1, 2, 3}
+    assert cluster.event_reasons("badimage").count("ConfigurationError") == 1
