@@ -75,7 +75,7 @@ class Cluster:
             .items
         )
         return [
-            (e.type, e.reason, e.message)
+            (e.type or "", e.reason or "", e.message or "")
             for e in sorted(items, key=lambda e: e.metadata.creation_timestamp)
         ]
 

@@ -76,7 +76,8 @@ def test_application_failure_restarts_at_the_same_size_old_pods_first(cluster: C
     added_new = [
         i for i, (kind, epoch, _) in enumerate(timeline.events) if kind == "ADDED" and epoch == 2
     ]
-    assert len(deleted_old) == 4 and len(added_new) == 4, timeline.events
+    assert len(deleted_old) == 4, timeline.events
+    assert len(added_new) == 4, timeline.events
     assert max(deleted_old) < min(added_new), "epoch-2 pods existed before epoch-1 pods were gone"
     assert "Restart" in cluster.event_reasons("app")
     assert (
