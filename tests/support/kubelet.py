@@ -31,12 +31,16 @@ class FakeKubelet:
         self.coordination = k8s.CoordinationV1Api(api)
         self.namespace = namespace
         self._stop = threading.Event()
+        self.reaping = threading.Event()
+        """Set while this kubelet completes graceful deletions (clear it to hold pods Terminating)."""
+        self.reaping.set()
         self._watch: watch.Watch | None = None
         self._reaper = threading.Thread(target=self._reap_terminating, daemon=True)
         self._reaper.start()
 
     def close(self) -> None:
         self._stop.set()
+        self.reaping.set()
         if self._watch is not None:
             self._watch.stop()
 
@@ -161,12 +165,20 @@ class FakeKubelet:
     def _reap_terminating(self) -> None:
         """A deleted pod bound to a node stays Terminating until its kubelet confirms; confirm."""
         while not self._stop.is_set():
+            self.reaping.wait()
+            for pod in self.core.list_namespaced_pod(self.namespace).items:  # held while paused
+                if pod.metadata.deletion_timestamp is not None:
+                    with contextlib.suppress(ApiException):
+                        self.core.delete_namespaced_pod(
+                            pod.metadata.name, self.namespace, grace_period_seconds=0
+                        )
             self._watch = watch.Watch()
             try:
                 for event in self._watch.stream(
                     self.core.list_namespaced_pod, self.namespace, timeout_seconds=5
                 ):
                     pod = event["object"]
+                    self.reaping.wait()
                     if pod.metadata.deletion_timestamp is not None:
                         with contextlib.suppress(ApiException):
                             self.core.delete_namespaced_pod(

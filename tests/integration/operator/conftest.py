@@ -130,14 +130,23 @@ def operator_settings(
 
 
 @pytest.fixture
-def cluster(
-    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
-) -> Iterator[Cluster]:
-    """A running operator watching a fresh namespace, four Ready nodes, and a kubelet."""
-    settings = operator_settings(control_plane, namespace)
-    metrics = OperatorMetrics()
+def kubelet(kube_client: k8s.ApiClient, namespace: str) -> Iterator[FakeKubelet]:
+    """The test's kubelet for the namespace, with six Ready nodes (node-0..node-5)."""
     kubelet = FakeKubelet(kube_client, namespace)
     kubelet.add_nodes(*(f"node-{i}" for i in range(6)))
+    yield kubelet
+    kubelet.close()
+    for i in range(6):
+        kubelet.set_node_ready(f"node-{i}", True)
+
+
+@pytest.fixture
+def cluster(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str, kubelet: FakeKubelet
+) -> Iterator[Cluster]:
+    """A running operator watching a fresh namespace, and the kubelet."""
+    settings = operator_settings(control_plane, namespace)
+    metrics = OperatorMetrics()
     thread, stop, ready = run_in_thread(settings, metrics)
     wait_until(ready.is_set, 30, "the operator to be ready")
     try:
@@ -145,7 +154,4 @@ def cluster(
     finally:
         stop.set()
         thread.join(timeout=30)
-        kubelet.close()
-        for i in range(6):
-            kubelet.set_node_ready(f"node-{i}", True)
     assert not thread.is_alive(), "the operator did not stop"

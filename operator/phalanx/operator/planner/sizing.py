@@ -10,13 +10,15 @@ from phalanx.operator.planner.decision import Decision
 
 
 def shrink(d: Decision, _: PlannerConfig) -> bool:
-    """Pods still unschedulable after scheduleTimeoutSeconds: shrink to what did schedule."""
+    """Pods unschedulable for scheduleTimeoutSeconds since their creation: shrink to what did
+    schedule."""
     pods = d.observed.node_pods(d.status.epoch)
     pending = [p for p in pods.values() if not p.scheduled]
     started = d.status.current.start_time
     if not pending or started is None or not d.status.current.launched:
         return False
-    due = started + seconds(d.spec.failure_policy.schedule_timeout_seconds)
+    waiting_since = min((p.created or started for p in pending), default=started)
+    due = waiting_since + seconds(d.spec.failure_policy.schedule_timeout_seconds)
     if d.now < due:
         d.requeue_at(due)
         return False

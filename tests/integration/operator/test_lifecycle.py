@@ -1,0 +1,53 @@
+"""A job's life apart from failures: success and TTL, suspend and resume.
+
+Scenarios 7 and 9 of the operator issue.
+"""
+
+from __future__ import annotations
+
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.operator.conftest import Cluster
+from tests.support.controlplane import wait_until
+
+
+def test_all_ranks_exit_0_then_ttl_deletes_the_job(cluster: Cluster) -> None:
+    cluster.create_job("done", ttlSecondsAfterFinished=2)
+    pods = cluster.kubelet.start_gang("done", 1, 4)
+    cluster.wait_status("done", lambda s: s.get("phase") == "Running", "Running")
+    for pod in pods.values():
+        cluster.kubelet.exit(pod.metadata.name, 0, reason="Completed")
+    status = cluster.wait_status("done", lambda s: s.get("phase") == "Succeeded", "Succeeded")
+    assert status["completionTime"]
+    assert next(c for c in status["conditions"] if c["type"] == "Succeeded")["status"] == "True"
+    assert "Succeeded" in cluster.event_reasons("done")
+
+    def deleted() -> bool:
+        try:
+            cluster.job("done")
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_until(deleted, 30, "the TTL to delete the job")
+
+
+def test_suspend_deletes_pods_and_resume_starts_a_new_epoch(cluster: Cluster) -> None:
+    cluster.create_job("pause")
+    cluster.kubelet.start_gang("pause", 1, 4)
+    cluster.wait_status("pause", lambda s: s.get("phase") == "Running", "Running")
+    cluster.patch_spec("pause", {"suspend": True})
+    status = cluster.wait_status("pause", lambda s: s.get("phase") == "Suspended", "Suspended")
+    assert next(c for c in status["conditions"] if c["type"] == "Suspended")["status"] == "True"
+    wait_until(lambda: cluster.kubelet.pods("pause") == {}, 30, "the pods to be deleted")
+
+    cluster.patch_spec("pause", {"suspend": False})
+    status = cluster.wait_status("pause", lambda s: s.get("epoch") == 2, "a new epoch on resume")
+    assert next(c for c in status["conditions"] if c["type"] == "Suspended")["status"] == "False"
+    cluster.kubelet.start_gang("pause", 2, 4)
+    cluster.wait_status("pause", lambda s: s.get("phase") == "Running", "Running again")
+    assert cluster.event_reasons("pause")[-2:] == [
+        "Suspended",
+        "Resumed",
+    ] or "Resumed" in cluster.event_reasons("pause")
+    assert cluster.status("pause")["restarts"]["total"] == 0
