@@ -5,7 +5,9 @@ Scenarios 5 and 6 of the operator issue.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from tests.integration.operator.conftest import Cluster
 
@@ -14,17 +16,17 @@ def _time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def _at_step(step: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda status: (status.get("progress") or {}).get("step") == step
+
+
 def test_stalled_step_is_a_hang_restart_within_timeout_plus_2s(cluster: Cluster) -> None:
     cluster.create_job("hung", failurePolicy={"hangTimeoutSeconds": 3})
     cluster.kubelet.start_gang("hung", 1, 4)
     cluster.wait_status("hung", lambda s: s.get("phase") == "Running", "Running")
     for step in (1, 2, 3):
         cluster.kubelet.heartbeat("hung", {"epoch": 1, "step": step, "loss": 3.0 - step / 10})
-        cluster.wait_status(
-            "hung",
-            lambda s, step=step: (s.get("progress") or {}).get("step") == step,
-            f"step {step}",
-        )
+        cluster.wait_status("hung", _at_step(step), f"step {step}")
     advanced = _time(cluster.status("hung")["progress"]["updatedAt"])
     # the step stops advancing; the Lease keeps being renewed with the same step
     cluster.kubelet.heartbeat("hung", {"epoch": 1, "step": 3})

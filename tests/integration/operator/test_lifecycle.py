@@ -26,7 +26,7 @@ def test_all_ranks_exit_0_then_ttl_deletes_the_job(cluster: Cluster) -> None:
         try:
             cluster.job("done")
         except ApiException as error:
-            return error.status == 404
+            return bool(error.status == 404)
         return False
 
     wait_until(deleted, 30, "the TTL to delete the job")
