@@ -80,7 +80,14 @@ class Cluster:
         ]
 
     def event_reasons(self, name: str) -> list[str]:
+        """Reasons of the job's events (ordered by second-resolution timestamps: ties unordered)."""
         return [reason for _, reason, _ in self.events(name)]
+
+    def wait_event(self, name: str, reason: str, timeout: float = 10) -> None:
+        """Events are emitted after the status write, so they may trail what status shows."""
+        wait_until(
+            lambda: reason in self.event_reasons(name), timeout, f"a {reason} event on {name}"
+        )
 
     def metric(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, labels)

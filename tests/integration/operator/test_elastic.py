@@ -31,7 +31,7 @@ def test_shrink_when_unschedulable_then_grow_back(
     status = cluster.wait_status("elastic", lambda s: s.get("epoch") == 2, "a shrink to epoch 2")
     assert (status["nodes"], status["restarts"]["total"]) == (shrunk, 0)
     assert status["worldSize"] == shrunk * 2
-    assert "Shrink" in cluster.event_reasons("elastic")
+    cluster.wait_event("elastic", "Shrink")
     cluster.kubelet.start_gang("elastic", 2, shrunk)
     cluster.wait_status("elastic", lambda s: s.get("phase") == "Running", "Running shrunk")
     assert (
@@ -45,7 +45,7 @@ def test_shrink_when_unschedulable_then_grow_back(
 
     status = cluster.wait_status("elastic", lambda s: s.get("epoch") == 3, "a grow to epoch 3")
     assert (status["nodes"], status["worldSize"]) == (4, 8)
-    assert "Grow" in cluster.event_reasons("elastic")
+    cluster.wait_event("elastic", "Grow")
     cluster.kubelet.start_gang("elastic", 3, 4)
     cluster.wait_status("elastic", lambda s: s.get("phase") == "Running", "Running at full size")
     assert cluster.kubelet.pods("elastic", role="standby") == {}

@@ -79,7 +79,7 @@ def test_application_failure_restarts_at_the_same_size_old_pods_first(cluster: C
     assert len(deleted_old) == 4, timeline.events
     assert len(added_new) == 4, timeline.events
     assert max(deleted_old) < min(added_new), "epoch-2 pods existed before epoch-1 pods were gone"
-    assert "Restart" in cluster.event_reasons("app")
+    cluster.wait_event("app", "Restart")
     assert (
         cluster.metric(
             "phalanx_restarts_total",
@@ -166,5 +166,5 @@ def test_exhausted_budget_fails_naming_the_last_failure(cluster: Cluster) -> Non
     assert "maxRestarts (1) exhausted" in failed["message"]
     assert "budget-2-3" in failed["message"]
     assert status["completionTime"]
-    assert "BudgetExhausted" in cluster.event_reasons("budget")
+    cluster.wait_event("budget", "BudgetExhausted")
     assert cluster.metric("phalanx_jobs", phase="Failed") == 1
