@@ -68,6 +68,12 @@ generate: $(SETUP) ## Regenerate the CRD (deploy/ and the chart) from the models
 verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the models
 	$(PYTHON) -m phalanx.models.crdgen --check
 
+##@ Bench
+
+.PHONY: bench
+bench: $(SETUP) binaries ## Control-plane benchmark: 200 jobs x 8 pods (writes bench/results/)
+	$(PYTHON) -m bench.controlplane
+
 ##@ Help
 
 .PHONY: help

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +39,7 @@ class Reconciler:
 
     def __init__(
         self, executor: Executor, metrics: OperatorMetrics, config: PlannerConfig,
-        resync_seconds: float, podgroups_supported: bool,
+        resync_seconds: float, podgroups_supported: bool, api_workers: int = 16,
     ) -> None:  # fmt: skip
         self.executor = executor
         self.metrics = metrics
@@ -46,6 +47,8 @@ class Reconciler:
         self.resync_seconds = resync_seconds
         self.podgroups_supported = podgroups_supported
         self._wakers: dict[JobKey, asyncio.Event] = {}
+        # API calls block; they run on their own pool so that many jobs' reconciles overlap.
+        self._pool = ThreadPoolExecutor(api_workers, thread_name_prefix="phalanx-api")
         self._stale_version: dict[JobKey, str] = {}
 
     def waker(self, key: JobKey) -> asyncio.Event:
@@ -59,6 +62,10 @@ class Reconciler:
     def poke_all(self) -> None:
         for waker in self._wakers.values():
             waker.set()
+
+    def close(self) -> None:
+        """The operator stopped: release the API threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def forget(self, key: JobKey) -> None:
         self._wakers.pop(key, None)
@@ -87,7 +94,8 @@ class Reconciler:
         started = time.perf_counter()
         decided = plan(job, observed, datetime.now(UTC), self.config)
         try:
-            written = await asyncio.to_thread(self.executor.apply, raw, job, decided)
+            loop = asyncio.get_running_loop()
+            written = await loop.run_in_executor(self._pool, self.executor.apply, raw, job, decided)
         except StatusConflictError:
             return CONFLICT_RETRY_SECONDS
         finally:

@@ -33,19 +33,24 @@ async def serve(
     executor = Executor(client, settings.build_settings(), metrics)
     podgroups = await asyncio.to_thread(kube.has_api_group, client, PODGROUP_GROUP)
     reconciler = Reconciler(
-        executor, metrics, settings.planner_config(), settings.resync_seconds, podgroups
-    )
+        executor, metrics, settings.planner_config(), settings.resync_seconds, podgroups,
+        settings.api_workers,
+    )  # fmt: skip
     registry = kopf.OperatorRegistry()
     register(registry, reconciler, kube.connection_info(configuration))
-    await kopf.operator(
-        registry=registry,
-        standalone=True,
-        clusterwide=not settings.namespaces,
-        namespaces=settings.namespaces,
-        liveness_endpoint=settings.liveness_endpoint or None,
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-    )
+    try:
+        await kopf.operator(
+            registry=registry,
+            standalone=True,
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            liveness_endpoint=settings.liveness_endpoint or None,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        reconciler.close()
+        client.close()  # type: ignore[no-untyped-call]
 
 
 def main() -> None:

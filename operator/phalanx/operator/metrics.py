@@ -69,7 +69,8 @@ class OperatorMetrics:
         )  # fmt: skip
         self.reconcile = Histogram(
             "phalanx_reconcile_duration_seconds", "Time to plan and execute one reconcile",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5), registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
         )  # fmt: skip
 
     def job_status(

@@ -53,6 +53,9 @@ class OperatorSettings(BaseSettings):
     resync_seconds: Annotated[float, Field(gt=0)] = 30.0
     """Reconcile each job at least this often even when nothing happens."""
 
+    api_workers: Annotated[int, Field(ge=1, le=256)] = 16
+    """Threads for Kubernetes API calls, so reconciles of many jobs overlap."""
+
     standby_command: list[str] = Field(default_factory=lambda: ["sleep", "infinity"])
     """Command of standby pods, which hold capacity for growing back."""
 
