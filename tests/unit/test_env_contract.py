@@ -1,0 +1,70 @@
+"""Both sides of the env contract agree: a node pod rendered by the operator's builder is parsed
+by the trainer's settings model, and every variable the builder sets is a reserved name (so a
+user cannot collide with it), for every rank of an epoch.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from phalanx.models import TrainingJob, env
+from phalanx.operator.builder import BuildSettings, node_pod
+from phalanx.trainer.contract import PodEnv
+
+
+def _job() -> TrainingJob:
+    return TrainingJob.model_validate(
+        {
+            "metadata": {"name": "llm", "namespace": "team", "uid": "u-1"},
+            "spec": {
+                "replicas": {"min": 2, "max": 4},
+                "nprocPerNode": 4,
+                "parallelism": {"tensor": 2},
+                "checkpoint": {"url": "s3://bucket/llm"},
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "t",
+                                "image": "img",
+                                "env": [{"name": "HF_HOME", "value": "/cache"}],
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_trainer_parses_the_pod_the_operator_renders(
+    monkeypatch: pytest.MonkeyPatch, rank: int
+) -> None:
+    pod = node_pod(_job(), epoch=5, rank=rank, nodes=3, settings=BuildSettings())
+    variables = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    for name in [n for n in os.environ if env.is_reserved(n)]:
+        monkeypatch.delenv(name)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+    parsed = PodEnv()
+    assert (parsed.nnodes, parsed.node_rank, parsed.nproc_per_node) == (3, rank, 4)
+    assert parsed.master_addr == "llm-5-0.llm.team.svc.cluster.local"
+    assert (parsed.job, parsed.namespace, parsed.epoch) == ("llm", "team", 5)
+    assert (parsed.tensor_parallel, parsed.data_parallel) == (2, 6)
+    assert parsed.checkpoint_url == "s3://bucket/llm"
+    assert parsed.heartbeat_lease == "llm-heartbeat"
+    ranks = [int(parsed.worker_env(local)[env.RANK]) for local in range(4)]
+    assert ranks == [rank * 4 + local for local in range(4)]
+
+
+def test_every_variable_the_operator_sets_is_reserved() -> None:
+    pod = node_pod(_job(), epoch=1, rank=0, nodes=2, settings=BuildSettings())
+    names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+    ours = [n for n in names if not n.startswith("NCCL_") and n != "HF_HOME"]
+    assert ours
+    assert all(env.is_reserved(n) for n in ours), [n for n in ours if not env.is_reserved(n)]
+    assert names[-1] == "HF_HOME"  # the user's own env is kept, after the contract
