@@ -50,6 +50,7 @@ class Reconciler:
         # API calls block; they run on their own pool so that many jobs' reconciles overlap.
         self._pool = ThreadPoolExecutor(api_workers, thread_name_prefix="phalanx-api")
         self._stale_version: dict[JobKey, str] = {}
+        self._node_ready: dict[str, bool] = {}
 
     def waker(self, key: JobKey) -> asyncio.Event:
         return self._wakers.setdefault(key, asyncio.Event())
@@ -59,9 +60,12 @@ class Reconciler:
         if key in self._wakers:
             self._wakers[key].set()
 
-    def poke_all(self) -> None:
-        for waker in self._wakers.values():
-            waker.set()
+    def node_seen(self, name: str, ready: bool) -> None:
+        """A node changed; only a readiness flip concerns the jobs (their pods may run there)."""
+        if self._node_ready.get(name, ready) != ready:
+            for waker in self._wakers.values():
+                waker.set()
+        self._node_ready[name] = ready
 
     def close(self) -> None:
         """The operator stopped: release the API threads."""
@@ -100,7 +104,7 @@ class Reconciler:
             return CONFLICT_RETRY_SECONDS
         finally:
             self.metrics.reconcile.observe(time.perf_counter() - started)
-        if written is not None:
+        if written is not None and written != version:  # a no-op write leaves the version as is
             self._stale_version[key] = version
         return min(decided.requeue_after or self.resync_seconds, self.resync_seconds)
 
@@ -142,7 +146,7 @@ def register(
     @kopf.index("nodes", id="all_nodes", registry=registry)
     async def all_nodes(body: kopf.Body, **_: Any) -> dict[None, Any]:
         view = observe.node_view(body)
-        reconciler.poke_all()
+        reconciler.node_seen(view.name, view.ready)
         return {None: view}
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)

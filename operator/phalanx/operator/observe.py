@@ -73,6 +73,9 @@ def pod_view(pod: Body) -> PodView | None:
         epoch=epoch,
         rank=rank,
         role=role,
+        epoch_nodes=int(pod_labels[labels.NNODES])
+        if pod_labels.get(labels.NNODES, "").isdigit()
+        else None,
         phase=status.get("phase", "Pending"),
         node_name=spec.get("nodeName"),
         deleting=meta.get("deletionTimestamp") is not None,

@@ -278,9 +278,10 @@ def test_progress_and_checkpoint_come_from_the_heartbeat() -> None:
 def test_pods_ahead_of_status_are_adopted_not_duplicated() -> None:
     # the operator died after creating epoch-2 pods but before its status write landed
     j = launched()
-    j, plan = step(j, Observed(pods=tuple(pods(2, 4))), at(20))
+    j, plan = step(j, Observed(pods=tuple(pods(2, 3, epoch_nodes=3))), at(20))
     assert j.status is not None
     assert j.status.epoch == 2
+    assert (j.status.nodes, j.status.world_size) == (3, 6)
     assert plan.of_type(CreateNodePod) == []
 
 

@@ -26,6 +26,8 @@ class PodView:
     rank: int
     """Node rank for a node pod, index for a standby pod."""
     role: Role = "node"
+    epoch_nodes: int | None = None
+    """Node count of the pod's epoch (its `phalanx.dev/nnodes` label)."""
     phase: PodPhase = "Pending"
     node_name: str | None = None
     """The Kubernetes node it is bound to; None while unscheduled."""

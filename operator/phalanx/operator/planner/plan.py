@@ -92,8 +92,12 @@ def deadline_exceeded(d: Decision, _: PlannerConfig) -> bool:
 def first_epoch(d: Decision, _: PlannerConfig) -> bool:
     """A new job (or one whose pods are ahead of its status) gets its epoch."""
     newest = d.observed.newest_epoch()
-    if newest > d.status.epoch:  # pods created, status write lost: adopt their epoch
+    if newest > d.status.epoch:  # pods created, status write lost: adopt their epoch and size
         d.status.epoch = newest
+        sizes = [p.epoch_nodes for p in d.observed.node_pods(newest).values() if p.epoch_nodes]
+        if sizes:
+            d.status.nodes = sizes[0]
+            d.status.world_size = sizes[0] * d.spec.nproc_per_node
     if d.status.epoch == 0:
         d.status.start_time = d.status.start_time or d.now
         d.start_epoch(elastic.target_size(d.spec), reason="Created")
