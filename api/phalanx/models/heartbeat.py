@@ -6,25 +6,12 @@ both the writer (trainer) and the reader (operator, local backend) validate it w
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field
 
 from phalanx.models.base import KubeModel
-
-
-class CheckpointReport(KubeModel):
-    """The newest checkpoint the workers committed."""
-
-    step: Annotated[int, Field(ge=0)]
-    """Training step it holds."""
-
-    path: str
-    """Directory or URL."""
-
-    time: datetime | None = None
-    """When it was committed."""
+from phalanx.models.status import CheckpointRef
 
 
 class Heartbeat(KubeModel):
@@ -51,5 +38,5 @@ class Heartbeat(KubeModel):
     window_steps: Annotated[int, Field(ge=0)] = 0
     """How many steps `rankStepSeconds` averages over."""
 
-    checkpoint: CheckpointReport | None = None
+    checkpoint: CheckpointRef | None = None
     """Newest committed checkpoint."""

@@ -3,7 +3,7 @@ heartbeat."""
 
 from __future__ import annotations
 
-from phalanx.models.status import CheckpointRef, Progress
+from phalanx.models.status import Progress
 from phalanx.operator.planner import heartbeat
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
@@ -37,9 +37,5 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
         )
         d.status.consecutive_failures = 0
     if beat is not None and beat.checkpoint is not None:
-        saved = CheckpointRef(
-            step=beat.checkpoint.step, path=beat.checkpoint.path, time=beat.checkpoint.time
-        )
-        if d.status.last_checkpoint != saved:
-            d.status.last_checkpoint = saved
+        d.status.last_checkpoint = beat.checkpoint.model_copy()
     return False
