@@ -1,0 +1,125 @@
+"""Run a node's agent (and so its workers) as real local processes, and read what they logged.
+
+Every run gets a fresh rendezvous port and epoch, as the operator gives each epoch a fresh
+rendezvous (stock torchrun restarts against stale peers fail here; see shared/machine.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.controlplane import free_port, wait_until
+
+
+@dataclass
+class LocalNode:
+    """One agent process (a node pod's stand-in) with `nproc` workers."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def workers(self) -> list[int]:
+        """Pids of the agent's worker processes."""
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == self.process.pid:
+                pids.append(int(stat.parent.name))
+        return sorted(pids)
+
+    def kill_a_worker(self) -> None:
+        """SIGKILL one worker, as a crashed rank would die."""
+        os.kill(self.workers()[-1], signal.SIGKILL)
+
+    def wait(self, timeout: float = 120) -> int:
+        return self.process.wait(timeout=timeout)
+
+
+def start_node(
+    workdir: Path, nproc: int, *, epoch: int, trainer: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None, command: list[str] | None = None, nnodes: int = 1,
+    node_rank: int = 0, master_port: int | None = None,
+) -> LocalNode:  # fmt: skip
+    """Start an agent for node `node_rank` of `nnodes` with the env contract a pod would get."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    contract = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master_port or free_port()),
+        "NNODES": str(nnodes),
+        "NODE_RANK": str(node_rank),
+        "NPROC_PER_NODE": str(nproc),
+        "PHALANX_JOB": "local",
+        "PHALANX_EPOCH": str(epoch),
+        "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "PHALANX_HEARTBEAT_FILE": str(workdir / "heartbeat.json"),
+        "PHALANX_TERMINATION_LOG": str(workdir / f"termination-{epoch}-{node_rank}.log"),
+        "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+    }
+    settings = {f"PHALANX_TRAINER_{k.upper()}": str(v) for k, v in (trainer or {}).items()}
+    full_env = {**os.environ, **contract, **settings, **(env or {})}
+    log = workdir / f"agent-{epoch}-{node_rank}.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "phalanx.trainer.agent", *(command or [])],
+            env=full_env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return LocalNode(process, log)
+
+
+def records(workdir: Path, name: str = "losses.jsonl") -> list[dict[str, Any]]:
+    path = workdir / "log" / name
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def last_step(workdir: Path) -> int:
+    return max((r["step"] for r in records(workdir) if "loss" in r), default=0)
+
+
+def run_until_step(node: LocalNode, workdir: Path, step: int, timeout: float = 120) -> None:
+    """Wait until the job logged `step` (the node must still be running)."""
+
+    def reached() -> bool:
+        if node.process.poll() is not None:
+            raise AssertionError(
+                f"agent exited {node.process.returncode}: {node.log.read_text()[-3000:]}"
+            )
+        return last_step(workdir) >= step
+
+    wait_until(reached, timeout, f"step {step}", interval=0.02)
+
+
+def kept_trajectory(workdir: Path) -> tuple[dict[int, float], dict[int, tuple[int, list[int]]]]:
+    """Losses and global sample ids of the steps that count.
+
+    On each resume, the steps after the checkpoint it resumed from are dropped from the losses:
+    they were redone. For samples, the run with the highest epoch that logged a step wins.
+    Returns ({step: loss}, {step: (position, ids in global batch order)}).
+    """
+    losses: dict[int, float] = {}
+    for record in records(workdir):
+        if record.get("event") == "resume":
+            losses = {s: v for s, v in losses.items() if s <= record["step"]}
+        elif "loss" in record:
+            losses[record["step"]] = record["loss"]
+    by_step: dict[int, dict[int, list[dict[str, Any]]]] = {}
+    for path in sorted((workdir / "log").glob("samples-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            by_step.setdefault(record["step"], {}).setdefault(record["epoch"], []).append(record)
+    samples = {}
+    for step, runs in by_step.items():
+        parts = sorted(runs[max(runs)], key=lambda r: r["dp_rank"])
+        samples[step] = (parts[0]["position"], [i for part in parts for i in part["ids"]])
+    return losses, samples

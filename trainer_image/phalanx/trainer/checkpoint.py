@@ -1,0 +1,187 @@
+"""Sharded checkpoints on torch.distributed.checkpoint (DCP): `step-<N>/` directories, async save
+by default, keep the last K, resume from the newest *valid* one, resharded to the current world.
+
+A directory is valid only when its `.metadata` exists: DCP writes it last, atomically (a temporary
+file renamed), after every rank's shards. Partial or corrupt directories are skipped with a
+warning and the previous valid one is used; all ranks agree on which one loaded. The newest valid
+checkpoint is never deleted. Works on a local or shared directory and on an fsspec URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+log = logging.getLogger(__name__)
+METADATA = ".metadata"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+class CheckpointSaveError(RuntimeError):
+    """A save failed; the previous valid checkpoint is untouched."""
+
+
+@dataclass
+class CheckpointManager:
+    """Saves and loads one job's checkpoints under `location` (a path or an fsspec URL)."""
+
+    location: str
+    keep: int = 3
+    async_save: bool = True
+    process_group: dist.ProcessGroup | None = None
+    """A group for checkpoint collectives, so a background save never races training's."""
+    _pending: Future[Any] | None = field(default=None, init=False)
+    _pending_step: int | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.fs, self.root = fsspec.core.url_to_fs(self.location)
+        self.is_url = "://" in self.location
+        if self._is_coordinator():
+            self.fs.makedirs(self.root, exist_ok=True)
+
+    # listing -----------------------------------------------------------------------------
+    def path(self, step: int) -> str:
+        return f"{self.root.rstrip('/')}/step-{step}"
+
+    def valid_steps(self, *, resuming: bool = False) -> list[int]:
+        """Steps with a committed checkpoint, newest first.
+
+        A directory without `.metadata` is partial. Older than the newest valid one, it is an
+        abandoned save and is warned about; newer, it may be a save still running on other
+        ranks, so it is only warned about when `resuming` (nothing is saving then).
+        """
+        steps: list[int] = []
+        partial: list[int] = []
+        for step in self._step_dirs():
+            (steps if self.fs.exists(f"{self.path(step)}/{METADATA}") else partial).append(step)
+        newest = max(steps, default=-1)
+        for step in partial:
+            if resuming or step < newest:
+                log.warning(
+                    "skipping %s: no %s (a save that did not finish)", self.path(step), METADATA
+                )
+        return sorted(steps, reverse=True)
+
+    def _step_dirs(self) -> list[int]:
+        if not self.fs.exists(self.root):
+            return []
+        names = (
+            entry.rstrip("/").rsplit("/", 1)[-1] for entry in self.fs.ls(self.root, detail=False)
+        )
+        return [int(m.group(1)) for name in names if (m := _STEP_DIR.match(name))]
+
+    # saving ------------------------------------------------------------------------------
+    def save(self, step: int, state: dict[str, Any], *, blocking: bool = False) -> None:
+        """Checkpoint `state` as step `step`; async unless `blocking` or configured sync."""
+        self.wait()
+        writer = self._writer(self.path(step))
+        try:
+            if self.async_save and not blocking:
+                self._pending = dcp_async_save(  # type: ignore[assignment]
+                    state, storage_writer=writer, process_group=self.process_group
+                )
+                self._pending_step = step
+                return
+            dcp_save(state, storage_writer=writer, process_group=self.process_group)
+        except Exception as error:
+            raise CheckpointSaveError(
+                f"saving step {step} to {self.path(step)} failed: {error}"
+            ) from error
+        self._committed(step)
+
+    def wait(self) -> None:
+        """Block until an in-flight async save is committed (or raise if it failed)."""
+        if self._pending is None:
+            return
+        pending, step = self._pending, self._pending_step
+        self._pending = self._pending_step = None
+        try:
+            pending.result()
+        except Exception as error:
+            raise CheckpointSaveError(f"async save of step {step} failed: {error}") from error
+        assert step is not None
+        self._committed(step)
+
+    def _committed(self, step: int) -> None:
+        if self._is_coordinator():
+            self.prune()
+
+    def prune(self) -> None:
+        """Delete all but the newest `keep` valid checkpoints, and partial ones older than the
+        newest valid one. The newest valid checkpoint is never deleted."""
+        valid = self.valid_steps()
+        if not valid:
+            return
+        newest = valid[0]
+        doomed = set(valid[max(self.keep, 1) :])
+        doomed |= {step for step in self._step_dirs() if step < newest and step not in valid}
+        for step in sorted(doomed):
+            assert step != newest
+            self.fs.rm(self.path(step), recursive=True)
+
+    # loading -----------------------------------------------------------------------------
+    def load_latest(self, state: dict[str, Any]) -> int | None:
+        """Load the newest valid checkpoint into `state` (resharding as needed); the step, or None.
+
+        A checkpoint that fails to load on any rank is skipped on all ranks, and the previous
+        one is tried, so every rank resumes from the same step.
+        """
+        for step in self._agreed(self.valid_steps(resuming=True)):
+            error = None
+            try:
+                dcp_load(
+                    state,
+                    storage_reader=self._reader(self.path(step)),
+                    process_group=self.process_group,
+                )
+            except Exception as exc:  # truncated or corrupt shard: try the previous checkpoint
+                error = exc
+            if self._all_ok(error is None):
+                return step
+            log.warning(
+                "checkpoint %s is unreadable (%s); trying the previous one", self.path(step), error
+            )
+        return None
+
+    def _agreed(self, steps: list[int]) -> list[int]:
+        """Rank 0's view of the valid steps, so a shared-filesystem race cannot split ranks."""
+        if not dist.is_initialized():
+            return steps
+        box = [steps]
+        dist.broadcast_object_list(box, src=0, group=self.process_group)
+        return list(box[0])
+
+    def _all_ok(self, ok: bool) -> bool:
+        if not dist.is_initialized():
+            return ok
+        flag = torch.tensor([0 if ok else 1])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.process_group)
+        return int(flag.item()) == 0
+
+    def _writer(self, path: str) -> Any:
+        return FsspecWriter(self.location_for(path)) if self.is_url else FileSystemWriter(path)
+
+    def _reader(self, path: str) -> Any:
+        return FsspecReader(self.location_for(path)) if self.is_url else FileSystemReader(path)
+
+    def location_for(self, path: str) -> str:
+        """The path as the storage layer wants it: a URL when the location is one."""
+        if not self.is_url:
+            return path
+        protocol = self.location.split("://", 1)[0]
+        return f"{protocol}://{path}"
+
+    def _is_coordinator(self) -> bool:
+        return not dist.is_initialized() or dist.get_rank() == 0

@@ -1,0 +1,59 @@
+"""The reference trainer's settings: `PHALANX_TRAINER_*` env variables or `--flags`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from phalanx.trainer.parallel import Precision, Sharding
+
+
+class TrainerConfig(BaseSettings):
+    """What the reference trainer trains and how. The operator maps `spec.trainer` onto these."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PHALANX_TRAINER_",
+        cli_kebab_case=True,
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    steps: Annotated[int, Field(ge=1)] = 100
+    """Optimizer steps to train for."""
+    global_batch_size: Annotated[int, Field(ge=1)] = 10
+    """Samples per optimizer step, the same at every world size."""
+    micro_batch_size: Annotated[int, Field(ge=1)] = 4
+    """Most samples a rank puts through one forward pass; more means gradient accumulation."""
+    sharding: Sharding = "ddp"
+    """ddp, fsdp (full shard), fsdp-grad-op (shard grads and optimizer state), or hsdp."""
+    mixed_precision: Precision = "none"
+    """none, bf16, or fp16 (with dynamic loss scaling)."""
+    activation_checkpointing: bool = False
+    """Recompute activations in the backward pass."""
+    seed: Annotated[int, Field(ge=0)] = 0
+    """Seed of model initialisation and data order."""
+    learning_rate: Annotated[float, Field(gt=0)] = 3e-3
+    """AdamW learning rate."""
+    checkpoint_interval_steps: Annotated[int, Field(ge=1)] = 10
+    """Save every this many steps."""
+    checkpoint_keep: Annotated[int, Field(ge=1)] = 3
+    """Valid checkpoints to keep."""
+    checkpoint_async: bool = True
+    """Save in the background."""
+    dataset_samples: Annotated[int, Field(ge=1)] = 240
+    """Size of the synthetic data set."""
+    seq_len: Annotated[int, Field(ge=2)] = 16
+    vocab: Annotated[int, Field(ge=2)] = 64
+    dim: Annotated[int, Field(ge=8)] = 64
+    heads: Annotated[int, Field(ge=1)] = 4
+    layers: Annotated[int, Field(ge=1)] = 2
+    hidden: Annotated[int, Field(ge=8)] = 128
+    log_dir: Path | None = None
+    """Where to append losses.jsonl and samples-<rank>.jsonl (for trajectory checks)."""
+    step_delay_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """Sleep after each step (demos: a run long enough to watch and to interrupt)."""
+    collective_timeout_seconds: Annotated[int, Field(ge=1)] = 300
+    """Collective timeout after the first step (NCCL/gloo)."""

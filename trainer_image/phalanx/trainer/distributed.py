@@ -1,0 +1,120 @@
+"""Process-group set-up for workers: env:// rendezvous, a preflight collective, timeouts that are
+long while starting and short once training runs, and exit codes the operator can classify.
+
+Why the preflight: a rank that cannot join a tiny all-reduce and barrier within seconds is a
+broken node or network, not a training bug. It is reported by rank and host (exit 76 and a
+message the agent puts in the pod's termination message), so the operator restarts elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import cast
+
+import torch
+import torch.distributed as dist
+
+from phalanx.models import exits
+
+ERROR_FILE_ENV = "PHALANX_WORKER_ERROR_FILE"
+"""Where a worker writes why it failed; the agent copies it into the termination message."""
+
+
+class PreflightError(RuntimeError):
+    """This rank could not complete the preflight collective."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    startup: timedelta = timedelta(minutes=10)
+    """Rendezvous and first step: images pull, data loads, peers arrive late."""
+    preflight: timedelta = timedelta(seconds=60)
+    """The preflight barrier: everyone is up by now, so a missing rank is broken."""
+    steady: timedelta = timedelta(minutes=5)
+    """After the first step: a hung peer is found this fast."""
+
+
+def backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def init(timeouts: Timeouts) -> None:
+    """Join the job's process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the env)."""
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend(), timeout=timeouts.startup)
+
+
+def preflight(timeouts: Timeouts) -> None:
+    """A tiny all-reduce and a monitored barrier (gloo names missing ranks), briefly."""
+    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        probe = torch.ones(1, device=device)
+        dist.all_reduce(probe)
+        if int(probe.item()) != dist.get_world_size():
+            raise PreflightError(
+                f"all-reduce returned {probe.item()}, expected {dist.get_world_size()}"
+            )
+        side = cast(dist.ProcessGroup, dist.new_group(backend="gloo", timeout=timeouts.preflight))
+        dist.monitored_barrier(group=side, timeout=timeouts.preflight, wait_all_ranks=True)
+        dist.destroy_process_group(side)
+    except Exception as error:
+        raise PreflightError(
+            f"rank {dist.get_rank()} on {socket.gethostname()}: {error}"
+        ) from error
+
+
+def shorten_timeouts(timeouts: Timeouts) -> None:
+    """After the first step, a collective that takes this long means a hung peer."""
+    set_timeout = getattr(dist, "set_timeout", None)
+    if set_timeout is not None:
+        set_timeout(timeouts.steady)
+
+
+def is_communication_error(error: BaseException) -> bool:
+    """Whether an exception comes from a collective (peer lost, timeout), not from user code."""
+    if isinstance(error, PreflightError):
+        return False
+    if isinstance(error, dist.DistError | TimeoutError | ConnectionError):
+        return True
+    text = str(error)
+    return any(
+        marker in text
+        for marker in ("Gloo", "gloo", "NCCL", "Connection reset", "Connection closed", "timed out")
+    )
+
+
+def exit_code(error: BaseException) -> int:
+    """The worker's exit code for `error` (see phalanx.models.exits)."""
+    if isinstance(error, PreflightError):
+        return exits.PREFLIGHT
+    if is_communication_error(error):
+        return exits.COMMUNICATION
+    return exits.APPLICATION
+
+
+@contextlib.contextmanager
+def failures_as_exit_codes() -> Iterator[None]:
+    """Run a worker body; on an exception, record it and exit with the matching code."""
+    try:
+        yield
+    except SystemExit:
+        raise
+    except BaseException as error:
+        code = exit_code(error)
+        where = f"rank {os.environ.get('RANK', '?')} on {socket.gethostname()}"
+        message = f"{where}: {type(error).__name__}: {error}"
+        error_file = os.environ.get(ERROR_FILE_ENV)
+        if error_file:
+            Path(error_file).write_text(message[:4000])
+        print(message, file=sys.stderr, flush=True)
+        if code == exits.APPLICATION:
+            raise
+        os._exit(code)  # skip atexit: a broken process group can hang a clean shutdown

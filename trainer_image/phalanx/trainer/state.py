@@ -1,0 +1,34 @@
+"""Everything a checkpoint holds, as one DCP Stateful: model, optimizer and progress, with
+torch's distributed state-dict helpers doing the resharding (DDP, FSDP2, DTensor alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.optim import Optimizer
+
+from phalanx.trainer.progress import TrainingProgress
+
+
+@dataclass
+class AppState(Stateful):
+    model: nn.Module
+    optimizer: Optimizer
+    progress: TrainingProgress
+
+    def state_dict(self) -> dict[str, Any]:
+        model, optimizer = get_state_dict(self.model, self.optimizer)
+        return {"model": model, "optim": optimizer, "progress": self.progress.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state_dict["model"],
+            optim_state_dict=state_dict["optim"],
+        )
+        self.progress.load_state_dict(state_dict["progress"])

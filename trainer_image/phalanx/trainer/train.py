@@ -1,0 +1,177 @@
+"""The reference trainer: `python -m phalanx.trainer.train` under the agent (or torchrun).
+
+parse config -> build -> train -> close, destroying the process group only on success. The loop
+keeps the global batch constant at any world size (micro-batches and gradient accumulation), and
+weights each rank's loss so the gradient is the exact global mean even when the batch does not
+split evenly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+import torch.distributed as dist
+
+from phalanx.models import exits
+from phalanx.trainer import distributed, parallel
+from phalanx.trainer.checkpoint import CheckpointManager
+from phalanx.trainer.config import TrainerConfig
+from phalanx.trainer.contract import PodEnv
+from phalanx.trainer.data import GlobalSampler, SyntheticTokens, micro_batches, split
+from phalanx.trainer.model import ModelConfig, TinyLM, sample_losses
+from phalanx.trainer.progress import HeartbeatWriter, TrainingProgress
+from phalanx.trainer.state import AppState
+
+
+class Trainer:
+    def __init__(self, config: TrainerConfig, pod: PodEnv) -> None:
+        self.config, self.pod = config, pod
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.layout = parallel.layout(pod.tensor_parallel)
+        torch.manual_seed(config.seed)
+        shape = ModelConfig(
+            config.vocab, config.seq_len, config.dim, config.heads, config.layers, config.hidden
+        )
+        self.model = parallel.parallelize(
+            TinyLM(shape), config.sharding, config.mixed_precision,
+            config.activation_checkpointing, pod.tensor_parallel, pod.nproc_per_node,
+        )  # fmt: skip
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate)
+        self.scaler = parallel.grad_scaler(self.model, config.mixed_precision)
+        self.data = SyntheticTokens(
+            config.dataset_samples, config.seq_len, config.vocab, config.seed
+        ).build()
+        self.sampler = GlobalSampler(config.dataset_samples, config.global_batch_size, config.seed)
+        self.progress = TrainingProgress()
+        self.state = AppState(self.model, self.optimizer, self.progress)
+        location = pod.checkpoint_url or pod.checkpoint_dir or "checkpoints"
+        checkpoint_group = cast(
+            dist.ProcessGroup, dist.new_group(backend="gloo")
+        )  # never races training
+        self.checkpoints = CheckpointManager(
+            location, config.checkpoint_keep, config.checkpoint_async, checkpoint_group
+        )
+        self.heartbeat = HeartbeatWriter(epoch=pod.epoch)
+        self.preempted = False
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, *_: object) -> None:
+        self.preempted = True
+
+    def resume(self) -> None:
+        step = self.checkpoints.load_latest({"app": self.state})
+        self._log(
+            {"event": "resume", "step": self.progress.step, "world": self.world, "from": step}
+        )
+
+    def train(self) -> None:
+        config = self.config
+        while self.progress.step < config.steps:
+            loss = self.train_step()
+            if self.progress.step == 1:
+                distributed.shorten_timeouts(
+                    distributed.Timeouts(
+                        steady=timedelta(seconds=config.collective_timeout_seconds)
+                    )
+                )
+            self.heartbeat.step_done(
+                self.progress.step,
+                loss,
+                config.global_batch_size,
+                self.sampler.data_epoch(self.progress.position),
+            )
+            if self.progress.step % config.checkpoint_interval_steps == 0:
+                self.save()
+            if self._anyone_preempted():
+                self.save(blocking=True)
+                sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
+            time.sleep(config.step_delay_seconds)
+        if self.progress.step % config.checkpoint_interval_steps:
+            self.save(blocking=True)
+
+    def train_step(self) -> float:
+        config, layout = self.config, self.layout
+        position = self.progress.position
+        ids = split(self.sampler.batch(position), layout.dp, layout.dp_rank)
+        per_rank = math.ceil(config.global_batch_size / layout.dp)
+        count = math.ceil(per_rank / config.micro_batch_size)  # the same on every rank
+        local_sum = torch.zeros((), dtype=torch.float64)
+        for index, chunk in enumerate(micro_batches(ids, count)):
+            weights = torch.ones(len(chunk)) if chunk else torch.zeros(1)
+            batch = self.data[chunk] if chunk else self.data[:1]
+            with (
+                parallel.gradient_sync(self.model, index == count - 1),
+                parallel.autocast(self.model, config.mixed_precision),
+            ):
+                losses = sample_losses(self.model(batch[:, :-1]), batch[:, 1:])
+                objective = (losses * weights).sum() * layout.dp / config.global_batch_size
+            (self.scaler.scale(objective) if self.scaler else objective).backward()
+            local_sum += (losses.detach().double() * weights.double()).sum()
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if layout.tp_rank != 0:
+            local_sum.zero_()  # a tensor-parallel group saw the same samples: count them once
+        dist.all_reduce(local_sum)
+        loss = float(local_sum.item()) / config.global_batch_size
+        if layout.tp_rank == 0:
+            record = {"step": self.progress.step + 1, "position": position, "ids": ids,
+                      "dp_rank": layout.dp_rank, "epoch": self.pod.epoch}  # fmt: skip
+            self._log(record, f"samples-{layout.dp_rank}.jsonl")
+        self.progress.step += 1
+        self.progress.position += config.global_batch_size
+        self._log({"step": self.progress.step, "loss": loss, "world": self.world})
+        return loss
+
+    def save(self, blocking: bool = False) -> None:
+        step = self.progress.step
+        self.checkpoints.save(step, {"app": self.state}, blocking=blocking)
+        self.heartbeat.checkpointed(
+            step, self.checkpoints.location_for(self.checkpoints.path(step))
+        )
+
+    def close(self) -> None:
+        self.checkpoints.wait()
+
+    def _anyone_preempted(self) -> bool:
+        flag = torch.tensor([1 if self.preempted else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def _log(self, record: dict[str, Any], name: str = "losses.jsonl") -> None:
+        if self.config.log_dir is None or (name == "losses.jsonl" and self.rank != 0):
+            return
+        self.config.log_dir.mkdir(parents=True, exist_ok=True)
+        with Path(self.config.log_dir, name).open("a") as out:
+            out.write(json.dumps(record) + "\n")
+
+
+def main() -> None:
+    config = TrainerConfig(_cli_parse_args=sys.argv[1:] or False)
+    pod = PodEnv()
+    with distributed.failures_as_exit_codes():
+        timeouts = distributed.Timeouts()
+        distributed.init(timeouts)
+        distributed.preflight(timeouts)
+        trainer = Trainer(config, pod)
+        trainer.resume()
+        trainer.train()
+        trainer.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
