@@ -19,8 +19,10 @@ from phalanx.trainer.data import GlobalSampler
 from tests.support.gang import kept_trajectory, run_until_step, start_node
 
 STEPS = 120
-TRAINER = {"steps": STEPS, "global_batch_size": 10, "micro_batch_size": 2, "checkpoint_interval_steps": 10,
-           "dataset_samples": 200, "learning_rate": 0.003}  # fmt: skip
+GLOBAL_BATCH = 10
+DATASET = 200
+TRAINER: dict[str, Any] = {"steps": STEPS, "global_batch_size": GLOBAL_BATCH, "micro_batch_size": 2, "checkpoint_interval_steps": 10,
+           "dataset_samples": DATASET, "learning_rate": 0.003}  # fmt: skip
 CASES = {
     "ddp": ({"sharding": "ddp"}, {}, (4, 3, 4)),
     "fsdp-full-shard": ({"sharding": "fsdp"}, {}, (4, 3, 4)),
@@ -44,7 +46,7 @@ def run(
 
 
 def check_exactly_once(samples: dict[int, tuple[int, list[int]]], dataset: int) -> None:
-    sampler = GlobalSampler(dataset, TRAINER["global_batch_size"], seed=0)
+    sampler = GlobalSampler(dataset, GLOBAL_BATCH, seed=0)
     per_epoch: dict[int, Counter[int]] = {}
     for step in sorted(samples):
         position, ids = samples[step]
@@ -56,7 +58,7 @@ def check_exactly_once(samples: dict[int, tuple[int, list[int]]], dataset: int) 
     assert sorted(samples) == list(range(1, STEPS + 1))
     for epoch, counts in per_epoch.items():
         assert max(counts.values()) == 1, f"data epoch {epoch} repeated samples"
-        complete = (epoch + 1) * dataset <= STEPS * TRAINER["global_batch_size"]
+        complete = (epoch + 1) * dataset <= STEPS * GLOBAL_BATCH
         assert not complete or len(counts) == dataset, f"data epoch {epoch} missed samples"
 
 
@@ -73,5 +75,5 @@ def test_resized_run_matches_the_uninterrupted_run(tmp_path: Path, case: str) ->
     worst = max(abs(reference[s] - resized[s]) for s in reference)
     assert worst <= 1e-4, f"largest loss difference {worst:.2e}"
     assert reference[STEPS] < reference[1], "the model did not learn"
-    check_exactly_once(reference_samples, TRAINER["dataset_samples"])
-    check_exactly_once(resized_samples, TRAINER["dataset_samples"])
+    check_exactly_once(reference_samples, DATASET)
+    check_exactly_once(resized_samples, DATASET)
