@@ -18,6 +18,7 @@ from typing import Any
 import fsspec
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.fsspec_filesystem import FsspecReader, FsspecWriter
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
@@ -95,7 +96,7 @@ class CheckpointManager:
                 self._pending_step = step
                 return
             dcp_save(state, storage_writer=writer, process_group=self.process_group)
-        except Exception as error:
+        except (Exception, CheckpointException) as error:
             raise CheckpointSaveError(
                 f"saving step {step} to {self.path(step)} failed: {error}"
             ) from error
@@ -109,7 +110,7 @@ class CheckpointManager:
         self._pending = self._pending_step = None
         try:
             pending.result()
-        except Exception as error:
+        except (Exception, CheckpointException) as error:
             raise CheckpointSaveError(f"async save of step {step} failed: {error}") from error
         assert step is not None
         self._committed(step)
@@ -146,7 +147,7 @@ class CheckpointManager:
                     storage_reader=self._reader(self.path(step)),
                     process_group=self.process_group,
                 )
-            except Exception as exc:  # truncated or corrupt shard: try the previous checkpoint
+            except (Exception, CheckpointException) as exc:  # a truncated or corrupt shard
                 error = exc
             if self._all_ok(error is None):
                 return step
