@@ -23,7 +23,7 @@ from phalanx.trainer.checkpoint import METADATA, CheckpointManager, CheckpointSa
 
 @pytest.fixture(autouse=True)
 def one_rank() -> Iterator[None]:
-    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())  # type: ignore[attr-defined]
     yield
     dist.destroy_process_group()
 
@@ -77,6 +77,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=True)
 
 
+def save_and_commit(manager: CheckpointManager, step: int, value: dict[str, object]) -> None:
+    manager.save(step, value)
+    manager.wait()
+
+
 @pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])
 def test_full_disk_fails_loudly_and_keeps_the_previous_checkpoint(
     small_disk: Path, async_save: bool
@@ -84,8 +89,7 @@ def test_full_disk_fails_loudly_and_keeps_the_previous_checkpoint(
     manager = CheckpointManager(str(small_disk), keep=1, async_save=async_save)
     manager.save(10, state(1.0, size=1024), blocking=True)
     with pytest.raises(CheckpointSaveError, match="step 20"):
-        manager.save(20, state(2.0, size=1024 * 1024))  # 4 MiB
-        manager.wait()
+        save_and_commit(manager, 20, state(2.0, size=1024 * 1024))  # 4 MiB
     assert manager.valid_steps() == [10]
     assert loaded(manager, size=1024) == (10, 1.0)
 
