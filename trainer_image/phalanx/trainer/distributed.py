@@ -45,26 +45,34 @@ def backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
+_side_group: dist.ProcessGroup | None = None
+"""A gloo group beside an NCCL default group, for the monitored barrier (gloo only)."""
+
+
 def init(timeouts: Timeouts) -> None:
     """Join the job's process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the env)."""
+    global _side_group
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend(), timeout=timeouts.startup)
+    if backend() != "gloo":  # created now, while every rank is here, not at preflight
+        _side_group = cast(
+            dist.ProcessGroup, dist.new_group(backend="gloo", timeout=timeouts.preflight)
+        )
 
 
 def preflight(timeouts: Timeouts) -> None:
-    """A tiny all-reduce and a monitored barrier (gloo names missing ranks), briefly."""
+    """A monitored barrier (gloo names the ranks that do not arrive) and a tiny all-reduce, with a
+    short timeout: everyone is up by now, so a missing rank is a broken node or network."""
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     try:
+        dist.monitored_barrier(group=_side_group, timeout=timeouts.preflight, wait_all_ranks=True)
         probe = torch.ones(1, device=device)
         dist.all_reduce(probe)
         if int(probe.item()) != dist.get_world_size():
             raise PreflightError(
-                f"all-reduce returned {probe.item()}, expected {dist.get_world_size()}"
+                f"all-reduce gave {probe.item()}, expected {dist.get_world_size()}"
             )
-        side = cast(dist.ProcessGroup, dist.new_group(backend="gloo", timeout=timeouts.preflight))
-        dist.monitored_barrier(group=side, timeout=timeouts.preflight, wait_all_ranks=True)
-        dist.destroy_process_group(side)
     except Exception as error:
         raise PreflightError(
             f"rank {dist.get_rank()} on {socket.gethostname()}: {error}"

@@ -32,10 +32,22 @@ class Worker:
     error_file: Path
 
 
+def _root_cause_first(worker: Worker) -> tuple[int, int]:
+    """When several workers have failed, the likely cause first: a killed process, then an error
+    of its own, and last a communication error (peers fail that way when one rank dies); among
+    equals the lowest rank (rank 0 coordinates, e.g. the preflight barrier that names the missing
+    ranks)."""
+    code = worker.process.returncode
+    if code < 0:
+        return 0, worker.rank
+    return (2 if code == exits.COMMUNICATION else 1), worker.rank
+
+
 @dataclass
 class Supervisor:
     workers: list[Worker] = field(default_factory=list)
     stop_grace_seconds: float = 10.0
+    settle_seconds: float = 2.0
 
     def spawn(
         self, argv: list[str], env: dict[str, str], local_rank: int, rank: int, error_file: Path
@@ -53,9 +65,8 @@ class Supervisor:
         """Until all workers exit 0, or one fails; `tick()` runs at each poll."""
         while True:
             codes = [w.process.poll() for w in self.workers]
-            failed = [w for w, c in zip(self.workers, codes, strict=True) if c not in (None, 0)]
-            if failed:
-                return self._stop_after(failed[0])
+            if any(c not in (None, 0) for c in codes):
+                return self._stop_after(self._root_cause())
             if all(c == 0 for c in codes):
                 return Outcome(exits.OK, f"all {len(self.workers)} workers exited 0")
             if callable(tick):
@@ -70,6 +81,22 @@ class Supervisor:
         self.signal_all(signal.SIGKILL)
         for worker in self.workers:
             worker.process.wait()
+
+    def _root_cause(self) -> Worker:
+        """The failure to report. Collective failures cascade: when the first failure is one,
+        the peers get `settle_seconds` to fail on their own before the choice is made."""
+        failed = self._failed()
+        if all(w.process.returncode in exits.INFRASTRUCTURE_CODES for w in failed):
+            deadline = time.monotonic() + self.settle_seconds
+            while time.monotonic() < deadline and any(
+                w.process.poll() is None for w in self.workers
+            ):
+                time.sleep(POLL_SECONDS)
+            failed = self._failed()
+        return min(failed, key=_root_cause_first)
+
+    def _failed(self) -> list[Worker]:
+        return [w for w in self.workers if w.process.poll() not in (None, 0)]
 
     def _stop_after(self, first: Worker) -> Outcome:
         """One worker failed: stop the rest of the gang and classify the first failure."""
