@@ -71,8 +71,15 @@ verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the mo
 ##@ Bench
 
 .PHONY: bench
-bench: $(SETUP) binaries ## Control-plane benchmark: 200 jobs x 8 pods (writes bench/results/)
+bench: bench-controlplane bench-checkpoint ## Run every benchmark (results in bench/results/)
+
+.PHONY: bench-controlplane
+bench-controlplane: $(SETUP) binaries ## Operator at scale: 200 jobs x 8 pods on the real API server
 	$(PYTHON) -m bench.controlplane
+
+.PHONY: bench-checkpoint
+bench-checkpoint: $(SETUP) ## Training time blocked by an async vs a sync checkpoint save
+	$(PYTHON) -W ignore -m bench.checkpoint
 
 ##@ Help
 

@@ -11,6 +11,7 @@ import pytest
 
 from phalanx.models import TrainingJob, env
 from phalanx.operator.builder import BuildSettings, node_pod
+from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.contract import PodEnv
 
 
@@ -22,7 +23,8 @@ def _job() -> TrainingJob:
                 "replicas": {"min": 2, "max": 4},
                 "nprocPerNode": 4,
                 "parallelism": {"tensor": 2},
-                "checkpoint": {"url": "s3://bucket/llm"},
+                "checkpoint": {"url": "s3://bucket/llm", "intervalSteps": 25},
+                "trainer": {"globalBatchSize": 64, "sharding": "fsdp", "mixedPrecision": "bf16"},
                 "template": {
                     "spec": {
                         "containers": [
@@ -57,6 +59,13 @@ def test_trainer_parses_the_pod_the_operator_renders(
     assert (parsed.tensor_parallel, parsed.data_parallel) == (2, 6)
     assert parsed.checkpoint_url == "s3://bucket/llm"
     assert parsed.heartbeat_lease == "llm-heartbeat"
+    trainer = TrainerConfig()
+    assert (trainer.global_batch_size, trainer.sharding, trainer.mixed_precision) == (
+        64,
+        "fsdp",
+        "bf16",
+    )
+    assert trainer.checkpoint_interval_steps == 25
     ranks = [int(parsed.worker_env(local)[env.RANK]) for local in range(4)]
     assert ranks == [rank * 4 + local for local in range(4)]
 

@@ -39,7 +39,11 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             env.PHALANX_JOB: "gang", env.PHALANX_NAMESPACE: ns, env.PHALANX_EPOCH: "1",
             env.PHALANX_CHECKPOINT_DIR: "/ckpt", env.PHALANX_TENSOR_PARALLEL: "1",
             env.PHALANX_PIPELINE_PARALLEL: "1", env.PHALANX_DATA_PARALLEL: "8",
-            env.PHALANX_HEARTBEAT_LEASE: "gang-heartbeat", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
+            env.PHALANX_HEARTBEAT_LEASE: "gang-heartbeat",
+            # the checkpoint cadence, as the reference trainer's settings
+            "PHALANX_TRAINER_CHECKPOINT_INTERVAL_STEPS": "100",
+            "PHALANX_TRAINER_CHECKPOINT_KEEP": "3",
+            "PHALANX_TRAINER_CHECKPOINT_ASYNC": "true", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
             # cluster defaults merged with the job's nccl; the job wins
             "NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_DISABLE": NCCL_DEFAULTS["NCCL_IB_DISABLE"], "NCCL_DEBUG": "INFO",
         }  # fmt: skip

@@ -48,6 +48,30 @@ def nccl_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
     return merged
 
 
+def trainer_env(job: TrainingJob) -> dict[str, str]:
+    """`spec.trainer` and the checkpoint cadence as the reference trainer's PHALANX_TRAINER_*
+    settings (other programs ignore them)."""
+    spec = job.spec
+    values: dict[str, object] = {
+        "CHECKPOINT_INTERVAL_STEPS": spec.checkpoint.interval_steps,
+        "CHECKPOINT_KEEP": spec.checkpoint.keep,
+        "CHECKPOINT_ASYNC": str(spec.checkpoint.async_save).lower(),
+    }
+    if spec.nccl is not None and spec.nccl.timeout_seconds is not None:
+        values["COLLECTIVE_TIMEOUT_SECONDS"] = spec.nccl.timeout_seconds
+    if (trainer := spec.trainer) is not None:
+        values |= {
+            "GLOBAL_BATCH_SIZE": trainer.global_batch_size,
+            "SHARDING": trainer.sharding,
+            "MIXED_PRECISION": trainer.mixed_precision,
+            "ACTIVATION_CHECKPOINTING": str(trainer.activation_checkpointing).lower(),
+            "SEED": trainer.seed,
+        }
+        if trainer.steps is not None:
+            values["STEPS"] = trainer.steps
+    return {f"{env.PHALANX_PREFIX}TRAINER_{k}": str(v) for k, v in values.items()}
+
+
 def pod_env(
     job: TrainingJob, epoch: int, rank: int, nodes: int, settings: BuildSettings
 ) -> dict[str, str]:
@@ -76,4 +100,4 @@ def pod_env(
         values[env.PHALANX_CHECKPOINT_DIR] = spec.checkpoint.dir
     if spec.checkpoint.url is not None:
         values[env.PHALANX_CHECKPOINT_URL] = spec.checkpoint.url
-    return {**nccl_env(job, settings), **values}
+    return {**nccl_env(job, settings), **trainer_env(job), **values}
