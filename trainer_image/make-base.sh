@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Make a minimal Debian bookworm base image without a registry: debootstrap into a folder, then
+# `docker import` it. Needs root, debootstrap and a running Docker engine.
+set -euo pipefail
+TAG=${1:-phalanx/debian:bookworm}
+# The machine's own Debian mirror (one-line or deb822 sources), unless DEBIAN_MIRROR says otherwise.
+MIRROR=${DEBIAN_MIRROR:-$( (awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null;
+  awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null) | head -n1)}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+debootstrap --variant=minbase bookworm "$root" "$MIRROR"
+tar -C "$root" -c . | docker import - "$TAG"
+echo "$TAG"
