@@ -138,10 +138,20 @@ class ControlPlane:
         """Apply the CRD files that ship in deploy/ and wait until each is Established."""
         for crd in SHIPPED_CRDS:
             self.kubectl_run("apply", "--server-side", "-f", str(crd))
-        self.kubectl_run(
-            "wait", "--for=condition=Established", "--timeout=30s",
-            *(f"-f={crd}" for crd in SHIPPED_CRDS),
-        )  # fmt: skip
+            self.wait_established(crd)
+
+    def wait_established(self, manifest: Path) -> None:
+        """Until the CRD in `manifest` is Established (`kubectl wait` errors while the CRD has
+        no conditions yet, so poll instead)."""
+        query = '{.status.conditions[?(@.type=="Established")].status}'
+
+        def established() -> bool:
+            result = self.kubectl_run(
+                "get", "-f", str(manifest), "-o", f"jsonpath={query}", check=False
+            )
+            return result.stdout.strip() == "True"
+
+        wait_until(established, 30, f"{manifest.name} to be Established", interval=0.2)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         with (self.workdir / f"{name}.log").open("wb") as log:  # the child keeps its own copy

@@ -20,7 +20,10 @@ CASES = {
     "hsdp-2-nodes": ({"sharding": "hsdp"}, 2),
     "fsdp-bf16": ({"sharding": "fsdp", "mixed_precision": "bf16"}, 1),
     "ddp-fp16-loss-scaling": ({"sharding": "ddp", "mixed_precision": "fp16"}, 1),
-    "fsdp-grad-op-activation-checkpointing": ({"sharding": "fsdp-grad-op", "activation_checkpointing": "true"}, 1),
+    "fsdp-grad-op-activation-checkpointing": (
+        {"sharding": "fsdp-grad-op", "activation_checkpointing": "true"},
+        1,
+    ),
 }
 
 
@@ -28,7 +31,10 @@ CASES = {
 def test_strategy_trains_and_checkpoints(tmp_path: Path, case: str) -> None:
     settings, nodes = CASES[case]
     port = free_port()
-    shared = {"PHALANX_CHECKPOINT_DIR": str(tmp_path / "checkpoints"), "PHALANX_TRAINER_LOG_DIR": str(tmp_path / "log")}
+    shared = {
+        "PHALANX_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        "PHALANX_TRAINER_LOG_DIR": str(tmp_path / "log"),
+    }
     agents = [start_node(tmp_path / f"node{r}", 2, epoch=0, trainer={**BASE, **settings}, env=shared,
                          nnodes=nodes, node_rank=r, master_port=port) for r in range(nodes)]  # fmt: skip
     assert [a.wait(timeout=300) for a in agents] == [0] * nodes, agents[0].log.read_text()[-3000:]

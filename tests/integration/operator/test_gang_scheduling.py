@@ -20,9 +20,7 @@ PODGROUP_CRD = REPO_ROOT / "tests/fixtures/crds/scheduling.x-k8s.io_podgroups.ya
 @pytest.fixture
 def podgroup_crd(control_plane: ControlPlane) -> Iterator[None]:
     control_plane.kubectl_run("apply", "-f", str(PODGROUP_CRD))
-    control_plane.kubectl_run(
-        "wait", "--for=condition=Established", "--timeout=30s", f"-f={PODGROUP_CRD}"
-    )
+    control_plane.wait_established(PODGROUP_CRD)
     yield
     control_plane.kubectl_run("delete", "-f", str(PODGROUP_CRD), "--wait=false")
 

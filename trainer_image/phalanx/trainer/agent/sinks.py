@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from phalanx.models import labels
 from phalanx.models.heartbeat import Heartbeat
@@ -33,24 +33,21 @@ class LeaseSink:
     """Renews the job's heartbeat Lease with the heartbeat in an annotation. The pod's service
     account may update only this Lease (the operator's Role)."""
 
-    def __init__(self, namespace: str, lease: str, holder: str) -> None:
+    def __init__(self, namespace: str, lease: str, holder: str, api: Any = None) -> None:
         from kubernetes import client, config
 
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        self.api = client.CoordinationV1Api()
+        if api is None:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            api = client.ApiClient()
+        self.api = client.CoordinationV1Api(api)
         self.namespace, self.lease, self.holder = namespace, lease, holder
 
     def publish(self, heartbeat: Heartbeat) -> None:
+        beat = heartbeat.model_dump_json(by_alias=True, exclude_none=True)
+        renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {
-            "metadata": {
-                "annotations": {
-                    labels.HEARTBEAT: heartbeat.model_dump_json(by_alias=True, exclude_none=True)
-                }
-            },
-            "spec": {
-                "holderIdentity": self.holder,
-                "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            },
+            "metadata": {"annotations": {labels.HEARTBEAT: beat}},
+            "spec": {"holderIdentity": self.holder, "renewTime": renewed},
         }
         self.api.patch_namespaced_lease(self.lease, self.namespace, body)
 

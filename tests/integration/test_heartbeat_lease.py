@@ -1,0 +1,56 @@
+"""The agent's Lease sink, with the pod's own service-account token, against the real API server:
+the operator's Role lets a job's pods update only that job's heartbeat Lease, and what the agent
+writes is what the operator reads."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from phalanx.models import TrainingJob
+from phalanx.models.heartbeat import Heartbeat
+from phalanx.operator import builder, observe
+from phalanx.trainer.agent.sinks import LeaseSink
+from tests.support.controlplane import ControlPlane
+
+
+def test_pods_update_only_their_jobs_lease(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    core, rbac, leases = (
+        k8s.CoreV1Api(kube_client),
+        k8s.RbacAuthorizationV1Api(kube_client),
+        k8s.CoordinationV1Api(kube_client),
+    )
+    jobs = [
+        TrainingJob.model_validate({"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {
+            "replicas": {"min": 1, "max": 1}, "checkpoint": {"dir": "/c"},
+            "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}}})
+        for name in ("mine", "other")
+    ]  # fmt: skip
+    for job in jobs:
+        core.create_namespaced_service_account(namespace, builder.service_account(job))
+        rbac.create_namespaced_role(namespace, builder.role(job))
+        rbac.create_namespaced_role_binding(namespace, builder.role_binding(job))
+        lease = builder.heartbeat_lease(job)
+        lease["metadata"].pop("ownerReferences")  # the jobs are not stored; nothing owns the Lease
+        leases.create_namespaced_lease(namespace, lease)
+    request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
+    token = core.create_namespaced_service_account_token(
+        "mine-phalanx", namespace, request
+    ).status.token
+    config = k8s.Configuration()
+    config.host, config.ssl_ca_cert = control_plane.server, str(control_plane.pki.ca_cert)
+    config.api_key = {"authorization": f"Bearer {token}"}
+
+    with k8s.ApiClient(config) as as_pod:
+        beat = Heartbeat(epoch=3, step=42, loss=1.5, rank_step_seconds=[0.1, 0.2], window_steps=20)
+        LeaseSink(namespace, "mine-heartbeat", "mine-3-0", api=as_pod).publish(beat)
+        with pytest.raises(ApiException) as denied:
+            LeaseSink(namespace, "other-heartbeat", "mine-3-0", api=as_pod).publish(beat)
+        assert denied.value.status == 403
+
+    stored = leases.read_namespaced_lease("mine-heartbeat", namespace)
+    assert stored.spec.holder_identity == "mine-3-0"
+    assert observe.heartbeat(kube_client.sanitize_for_serialization(stored)) == beat
