@@ -63,6 +63,7 @@ def check_exactly_once(samples: dict[int, tuple[int, list[int]]], dataset: int) 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_resized_run_matches_the_uninterrupted_run(tmp_path: Path, case: str) -> None:
     settings, env, worlds = CASES[case]
