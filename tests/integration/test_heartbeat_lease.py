@@ -4,6 +4,8 @@ writes is what the operator reads."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -13,6 +15,11 @@ from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator import builder, observe
 from phalanx.trainer.agent.sinks import LeaseSink
 from tests.support.controlplane import ControlPlane
+
+
+def unowned(manifest: dict[str, Any]) -> dict[str, Any]:
+    manifest["metadata"].pop("ownerReferences")
+    return manifest
 
 
 def test_pods_update_only_their_jobs_lease(
@@ -29,13 +36,11 @@ def test_pods_update_only_their_jobs_lease(
             "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}}})
         for name in ("mine", "other")
     ]  # fmt: skip
-    for job in jobs:
-        core.create_namespaced_service_account(namespace, builder.service_account(job))
-        rbac.create_namespaced_role(namespace, builder.role(job))
-        rbac.create_namespaced_role_binding(namespace, builder.role_binding(job))
-        lease = builder.heartbeat_lease(job)
-        lease["metadata"].pop("ownerReferences")  # the jobs are not stored; nothing owns the Lease
-        leases.create_namespaced_lease(namespace, lease)
+    for job in jobs:  # the jobs are not stored, so nothing may claim them as owner (GC runs)
+        core.create_namespaced_service_account(namespace, unowned(builder.service_account(job)))
+        rbac.create_namespaced_role(namespace, unowned(builder.role(job)))
+        rbac.create_namespaced_role_binding(namespace, unowned(builder.role_binding(job)))
+        leases.create_namespaced_lease(namespace, unowned(builder.heartbeat_lease(job)))
     request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
     token = core.create_namespaced_service_account_token(
         "mine-phalanx", namespace, request
