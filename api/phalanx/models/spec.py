@@ -162,7 +162,9 @@ class FailurePolicy(SpecModel):
     """Exit codes that mean a transient failure: they count as infrastructure, not application."""
 
     hang_timeout_seconds: Annotated[int, Field(ge=1)] = 600
-    """A training step that does not advance for this long is a hang and restarts the gang."""
+    """A training step that does not advance for this long is a hang and restarts the gang. The
+    clock starts at each epoch's first reported step; start-up is bounded by the trainer's
+    rendezvous and preflight timeouts instead."""
 
     straggler_factor: Annotated[float, Field(gt=1)] = 2.0
     """A rank whose step time stays above this factor times the median is a straggler."""

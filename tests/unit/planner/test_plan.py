@@ -253,6 +253,20 @@ def test_hang_restarts_within_the_timeout() -> None:
     assert "Hang" in events(plan)
 
 
+def test_an_epoch_without_a_step_yet_is_starting_not_hung() -> None:
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4))), at(12))
+    j, plan = step(j, Observed(pods=tuple(pods(1, 4))), at(60))
+    assert j.status is not None
+    assert j.status.epoch == 1
+    assert "Hang" not in events(plan)
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 1)), at(61))
+    j, plan = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 1)), at(71))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert "Hang" in events(plan)
+
+
 def test_straggler_node_is_avoided_next_epoch() -> None:
     j = launched()
     hb = beat(1, 50, rank_step_seconds=[1.0, 1.0, 1.0, 1.0, 3.5, 1.0, 1.0, 1.0], window_steps=20)

@@ -134,7 +134,8 @@ class Trainer:
             self._log(record, f"samples-{layout.dp_rank}.jsonl")
         self.progress.step += 1
         self.progress.position += config.global_batch_size
-        self._log({"step": self.progress.step, "loss": loss, "world": self.world})
+        self._log({"step": self.progress.step, "loss": loss, "world": self.world,
+                   "epoch": self.pod.epoch, "time": round(time.time(), 3)})  # fmt: skip
         return loss
 
     def save(self, blocking: bool = False) -> None:

@@ -1,8 +1,9 @@
 """Reading the heartbeat: progress, hangs and stragglers.
 
 A hang is a step that does not advance for hangTimeoutSeconds, measured on the operator's clock
-from when it last saw the step change (or the epoch start running). A straggler is a rank whose
-mean step time over the agent's window stays above stragglerFactor x the median of the others.
+from when it last saw the step change (from the epoch's first reported step on). A straggler is a
+rank whose mean step time over the agent's window stays above stragglerFactor x the median of the
+others.
 """
 
 from __future__ import annotations
@@ -23,12 +24,17 @@ def advanced(status: TrainingJobStatus, heartbeat: Heartbeat | None) -> bool:
 
 
 def hang_deadline(status: TrainingJobStatus, hang_timeout_seconds: int) -> datetime | None:
-    """When the current epoch counts as hung if its step does not move; None before it runs."""
-    baseline = status.current.running_time
+    """When the current epoch counts as hung if its step does not move; None until the epoch
+    reports its first step.
+
+    Start-up (imports, rendezvous, the first step's compilation or data loading) is not a step:
+    a rank that never arrives is caught by the trainer's rendezvous and preflight timeouts, which
+    exit 75/76 naming it. Counting start-up here would restart healthy jobs that start slowly.
+    """
     progress = status.progress
-    if progress and progress.epoch == status.epoch and progress.updated_at:
-        baseline = max(baseline, progress.updated_at) if baseline else progress.updated_at
-    return baseline + timedelta(seconds=hang_timeout_seconds) if baseline else None
+    if progress is None or progress.epoch != status.epoch or progress.updated_at is None:
+        return None
+    return progress.updated_at + timedelta(seconds=hang_timeout_seconds)
 
 
 def straggler_ranks(heartbeat: Heartbeat, factor: float, min_window: int) -> list[int]:

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from phalanx.models import env as contract
 from phalanx.models import exits
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
 from phalanx.trainer.agent.supervisor import Supervisor
@@ -22,10 +23,10 @@ from phalanx.trainer.contract import PodEnv
 from phalanx.trainer.distributed import ERROR_FILE_ENV
 from phalanx.trainer.progress import PROGRESS_FILE_ENV
 
-HEARTBEAT_FILE_ENV = "PHALANX_HEARTBEAT_FILE"
-"""If set, the heartbeat goes to this file instead of the Lease (local runs)."""
-TERMINATION_LOG_ENV = "PHALANX_TERMINATION_LOG"
+HEARTBEAT_FILE_ENV = contract.PHALANX_HEARTBEAT_FILE
+TERMINATION_LOG_ENV = contract.PHALANX_TERMINATION_LOG
 HEARTBEAT_SECONDS = 2.0
+"""Default heartbeat period; PHALANX_HEARTBEAT_SECONDS overrides it."""
 REFERENCE_TRAINER = [sys.executable, "-m", "phalanx.trainer.train"]
 
 
@@ -72,11 +73,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     sink = heartbeat_sink(pod)
+    period = float(os.environ.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
     last_beat = 0.0
 
     def publish() -> None:
         nonlocal last_beat
-        if sink is None or time.monotonic() - last_beat < HEARTBEAT_SECONDS:
+        if sink is None or time.monotonic() - last_beat < period:
             return
         last_beat = time.monotonic()
         if (beat := read_heartbeat(progress)) is not None:

@@ -1,0 +1,1 @@
+"""`phalanx`: the command line. `run`, `validate` and `explain` work without a cluster."""

@@ -1,0 +1,131 @@
+"""What `phalanx run` shows: a live panel of the job, its events as they happen, and a summary.
+
+Why rich: a live view that redraws in place on a terminal and degrades to plain lines in CI logs
+or pipes, without hand-written terminal control codes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import Console
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from phalanx.local import LocalRun, RunSummary
+from phalanx.local.executor import Event
+from phalanx.models.status import TrainingJobStatus
+
+PHASE_STYLES = {
+    "Running": "green",
+    "Succeeded": "bold green",
+    "Restarting": "yellow",
+    "Pending": "cyan",
+    "Suspended": "magenta",
+    "Failed": "bold red",
+}
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _restarts(status: TrainingJobStatus) -> str:
+    r = status.restarts
+    return f"{r.total} (infrastructure {r.infrastructure}, application {r.application})"
+
+
+class RunDisplay:
+    """Live panel + event lines for one run, on `console` (stderr when stdout carries JSON)."""
+
+    def __init__(self, console: Console, steps: int | None) -> None:
+        self.console = console
+        self.steps = steps
+        self.started: datetime | None = None
+        self.live = Live(console=console, refresh_per_second=4, transient=False)
+
+    def __enter__(self) -> RunDisplay:
+        if self.console.is_terminal:
+            self.live.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.live.is_started:
+            self.live.stop()
+
+    def event(self, event: Event) -> None:
+        self.started = self.started or event.time
+        offset = (event.time - self.started).total_seconds()
+        style = "yellow" if event.type == "Warning" else "cyan"
+        line = Text.assemble(
+            (f"[{offset:7.1f}s] ", "dim"), (f"{event.reason:<14}", style), " ", event.message
+        )
+        self.console.print(line, highlight=False, soft_wrap=True)
+
+    def update(self, run: LocalRun) -> None:
+        if self.live.is_started:
+            self.live.update(self._panel(run))
+
+    def _panel(self, run: LocalRun) -> Panel:
+        status = run.status
+        progress = status.progress
+        step = f"{progress.step if progress else 0}" + (f" / {self.steps}" if self.steps else "")
+        table = Table.grid(padding=(0, 2))
+        for _ in range(4):
+            table.add_column()
+        phase = status.phase or "Pending"
+        checkpoint = status.last_checkpoint
+        table.add_row("phase", Text(phase, PHASE_STYLES.get(phase, "")), "epoch", str(status.epoch))
+        table.add_row("step", step, "world size", f"{status.world_size} ({status.nodes} nodes)")
+        table.add_row(
+            "loss", _number(progress.loss if progress else None),
+            "samples/s", _number(progress.samples_per_second if progress else None, 1),
+        )  # fmt: skip
+        table.add_row(
+            "restarts", _restarts(status),
+            "checkpoint", f"step {checkpoint.step}" if checkpoint else "-",
+        )  # fmt: skip
+        title = f"phalanx run {run.job.metadata.name}  ·  {run.elapsed:.0f} s"
+        return Panel(table, title=title, title_align="left", expand=False)
+
+
+def render_summary(console: Console, summary: RunSummary) -> None:
+    """The end of the run, for people."""
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    phase = summary.phase or "-"
+    table.add_row("phase", Text(phase, PHASE_STYLES.get(phase, "")))
+    if summary.message:
+        table.add_row("why", summary.message)
+    progress = summary.progress
+    table.add_row("steps", str(progress.step if progress else 0))
+    if progress and progress.loss is not None:
+        table.add_row("final loss", f"{progress.loss:.4f}")
+    table.add_row(
+        "world size", f"{summary.world_size} ({summary.nodes} nodes, epoch {summary.epoch})"
+    )
+    r = summary.restarts
+    table.add_row(
+        "restarts", f"{r.total}: infrastructure {r.infrastructure}, application {r.application}"
+    )
+    for failure in summary.failures:
+        table.add_row(
+            "failure",
+            f"epoch {failure.epoch}: {failure.reason} ({failure.failure_class}) of {failure.pod}",
+        )
+    if summary.recoveries:
+        table.add_row("recovered in", ", ".join(f"{s:.1f} s" for s in summary.recoveries))
+    goodput = "-" if summary.goodput is None else f"{summary.goodput:.1%}"
+    table.add_row(
+        "goodput",
+        f"{goodput} (lost {summary.lost_seconds:.1f} s of {summary.duration_seconds:.1f} s)",
+    )
+    checkpoint = summary.last_checkpoint
+    table.add_row(
+        "last checkpoint", f"step {checkpoint.step}: {checkpoint.path}" if checkpoint else "-"
+    )
+    table.add_row("run directory", summary.workdir)
+    console.print(Panel(table, title=f"{summary.job}: summary", title_align="left", expand=False))

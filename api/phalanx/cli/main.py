@@ -1,0 +1,226 @@
+"""`phalanx`: run a TrainingJob on this machine, check a manifest, or read the API's fields.
+
+Exit codes (also in `phalanx --help`):
+  0    the job succeeded (run), or every manifest is valid (validate)
+  1    the job failed: restart budget exhausted, a configuration error, not enough capacity
+  2    bad input: an invalid manifest (each refused field named), or a bad flag
+  130  interrupted by Ctrl-C: the pods checkpointed and stopped; run again to resume
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from phalanx.cli.display import RunDisplay, render_summary
+from phalanx.cli.explain import UnknownFieldError, explain
+from phalanx.cli.manifest import ManifestError, load_job
+from phalanx.local import Fault, FaultPlan, LocalRun, RunOptions
+from phalanx.local.faults import parse_capacity_schedule, parse_duration, parse_kill_rank
+from phalanx.local.launch import Workdir, warnings
+from phalanx.local.runner import LOCAL_PLANNER
+from phalanx.models import TrainingJob
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_KILL_RANK_AFTER = 20.0
+
+app = typer.Typer(
+    name="phalanx",
+    help="Fault-tolerant distributed PyTorch training: run a TrainingJob locally, check it, "
+    "explain its fields.",
+    epilog="Exit codes: 0 succeeded/valid, 1 job failed, 2 invalid manifest or flag, "
+    "130 interrupted (checkpointed; run again to resume).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Output(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def _duration(value: str, flag: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint=flag) from error
+
+
+def _fault_plan(
+    kill_node_after: list[str],
+    kill_rank: list[str],
+    hang_node_after: list[str],
+    fault_node: int | None,
+    capacity_schedule: list[str],
+) -> FaultPlan:
+    faults = [
+        Fault("kill-node", _duration(d, "--kill-node-after"), node_rank=fault_node)
+        for d in kill_node_after
+    ] + [
+        Fault("hang-node", _duration(d, "--hang-node-after"), node_rank=fault_node)
+        for d in hang_node_after
+    ]
+    try:
+        faults += [parse_kill_rank(r, DEFAULT_KILL_RANK_AFTER) for r in kill_rank]
+        changes = [c for text in capacity_schedule for c in parse_capacity_schedule(text)]
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from error
+    return FaultPlan(faults=faults, capacity=changes)
+
+
+def _error(console: Console, error: ManifestError) -> None:
+    console.print(Text.assemble(("error: ", "bold red"), str(error)))
+
+
+def _load(path: Path, console: Console) -> TrainingJob:
+    try:
+        return load_job(path)
+    except ManifestError as error:
+        _error(console, error)
+        raise typer.Exit(EXIT_INVALID) from error
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="A TrainingJob manifest (YAML).")],
+    output: Annotated[
+        Output, typer.Option("--output", "-o", help="json: the summary as the last line of stdout.")
+    ] = Output.text,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="Checkpoints, logs and heartbeat. [default: .phalanx/runs/<job>]"),
+    ] = None,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Delete the run directory first instead of resuming.")
+    ] = False,
+    capacity: Annotated[
+        int | None,
+        typer.Option(min=0, help="Nodes the local cluster holds. [default: the desired size]"),
+    ] = None,
+    capacity_schedule: Annotated[
+        list[str],
+        typer.Option(help="Capacity over time, e.g. 30s=4,90s=2 (grow or shrink the cluster)."),
+    ] = [],  # noqa: B006 - typer reads the default; it is never mutated
+    kill_node_after: Annotated[
+        list[str],
+        typer.Option(help="SIGKILL a node (agent and workers; the machine is lost) at this time."),
+    ] = [],  # noqa: B006
+    kill_rank: Annotated[
+        list[str],
+        typer.Option(help="SIGKILL one worker: RANK or RANK@TIME (default time 20s)."),
+    ] = [],  # noqa: B006
+    hang_node_after: Annotated[
+        list[str], typer.Option(help="SIGSTOP a node (a hang) at this time.")
+    ] = [],  # noqa: B006
+    fault_node: Annotated[
+        int | None,
+        typer.Option(min=0, help="Node rank that node faults hit. [default: the last]"),
+    ] = None,
+    grace_period: Annotated[
+        str, typer.Option(help="SIGTERM -> SIGKILL delay when a pod is stopped.")
+    ] = "5s",
+    grow_cooldown: Annotated[
+        str, typer.Option(help="Least run time of an epoch before the job grows again.")
+    ] = "10s",
+) -> None:
+    """Run a TrainingJob on this machine, with the operator's failure handling.
+
+    Its nodes are local processes on loopback, driven by the operator's planner: restarts,
+    shrink and grow back, resume from the newest valid checkpoint.
+    """
+    as_json = output is Output.json
+    console = Console(stderr=as_json, highlight=False)
+    job = _load(file, console)
+    faults = _fault_plan(kill_node_after, kill_rank, hang_node_after, fault_node, capacity_schedule)
+    options = RunOptions(
+        workdir=workdir or Path(".phalanx", "runs", job.metadata.name or "job"),
+        capacity=capacity,
+        faults=faults,
+        grace_seconds=_duration(grace_period, "--grace-period"),
+        planner=replace(
+            LOCAL_PLANNER, grow_cooldown_seconds=_duration(grow_cooldown, "--grow-cooldown")
+        ),
+        fresh=fresh,
+    )
+    for note in warnings(job):
+        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    resumable = None if fresh else Workdir(options.workdir).newest_checkpoint()
+    if resumable:
+        console.print(f"resuming from the checkpoint of step {resumable[0]} in {resumable[1]}")
+    steps = job.spec.trainer.steps if job.spec.trainer else None
+    with RunDisplay(console, steps) as display:
+        local = LocalRun(job, options, on_event=display.event)
+
+        def stop(*_: object) -> None:
+            local.request_stop()
+            if local.stop_requests == 1:
+                console.print("stopping: pods checkpoint, then stop (Ctrl-C again to kill now)")
+
+        previous = signal.signal(signal.SIGINT, stop), signal.signal(signal.SIGTERM, stop)
+        try:
+            summary = local.run(on_tick=display.update)
+        finally:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+    render_summary(console, summary)
+    if as_json:
+        sys.stdout.write(summary.model_dump_json(by_alias=True, exclude_none=True) + "\n")
+        sys.stdout.flush()
+    if local.stop_requests:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    raise typer.Exit(EXIT_OK if summary.phase == "Succeeded" else EXIT_FAILED)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="TrainingJob manifests (YAML).")],
+) -> None:
+    """Check manifests with the same rules and messages as the API server."""
+    console = Console(highlight=False)
+    invalid = 0
+    for path in files:
+        try:
+            job = load_job(path)
+        except ManifestError as error:
+            invalid += 1
+            _error(console, error)
+            continue
+        spec = job.spec
+        console.print(
+            f"{path}: valid TrainingJob {job.metadata.name!r} "
+            f"({spec.replicas.min}..{spec.replicas.max} nodes x {spec.nproc_per_node} processes)"
+        )
+    raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
+
+
+@app.command(name="explain")
+def explain_command(
+    field: Annotated[
+        str, typer.Argument(help="A dotted field path, e.g. spec.replicas or spec.failurePolicy.")
+    ] = "",
+) -> None:
+    """Describe a TrainingJob field: type, default, rules and sub-fields (like kubectl explain)."""
+    try:
+        text = explain(field)
+    except UnknownFieldError as error:
+        Console(stderr=True).print(f"error: {error}", highlight=False, markup=False)
+        raise typer.Exit(EXIT_INVALID) from error
+    sys.stdout.write(text)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

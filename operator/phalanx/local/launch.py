@@ -1,0 +1,141 @@
+"""What a local node pod runs: the container's command with the operator's env contract, rewritten
+for loopback and a local work directory.
+
+Why through the operator's builder: `pod_env` is the contract a pod gets on a cluster; the local
+backend changes only what must differ on one machine (rank 0's address, a fresh port per epoch,
+file paths), so a script that runs locally runs the same in a pod.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from phalanx.local.cluster import Launch
+from phalanx.local.processes import RUN_MARKER_ENV
+from phalanx.models import env
+from phalanx.models.job import TrainingJob
+from phalanx.operator.builder import BuildSettings
+from phalanx.operator.builder.env import node_pod_name, pod_env
+
+LOOPBACK = "127.0.0.1"
+AGENT_NAMES = ("phalanx-agent",)
+
+
+@dataclass(frozen=True)
+class Workdir:
+    """Where a local run keeps its files."""
+
+    root: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def heartbeat(self) -> Path:
+        return self.root / "heartbeat.json"
+
+    @property
+    def logs(self) -> Path:
+        """The reference trainer's losses.jsonl and samples-*.jsonl."""
+        return self.root / "logs"
+
+    def newest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest committed checkpoint in the run's directory: `step-<N>/` with its
+        `.metadata` (the trainer writes it last, atomically)."""
+        steps = [
+            (int(path.name.removeprefix("step-")), path)
+            for path in self.checkpoints.glob("step-*")
+            if path.name.removeprefix("step-").isdigit() and (path / ".metadata").exists()
+        ]
+        return max(steps, default=None)
+
+    def pod_log(self, pod: str) -> Path:
+        return self.root / "pods" / f"{pod}.log"
+
+    def termination_log(self, pod: str) -> Path:
+        return self.root / "pods" / f"{pod}.termination-log"
+
+
+def free_port() -> int:
+    """A free TCP port on loopback for an epoch's rendezvous."""
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def command(job: TrainingJob) -> tuple[str, ...]:
+    """The first container's command line, with the image's entrypoint (`phalanx-agent`) when it
+    sets only `args`, as Kubernetes does; the agent runs with this interpreter."""
+    container = job.spec.template.spec.containers[0]
+    argv = [*(container.command or ["phalanx-agent"]), *(container.args or [])]
+    if argv[0] in AGENT_NAMES:
+        argv = [sys.executable, "-m", "phalanx.trainer.agent", *argv[1:]]
+    return tuple(argv)
+
+
+def checkpoint_env(job: TrainingJob, workdir: Workdir) -> dict[str, str]:
+    """A remote checkpoint URL is kept; a cluster path becomes the run's own directory."""
+    url = job.spec.checkpoint.url
+    if url is not None and not url.startswith("file://"):
+        return {env.PHALANX_CHECKPOINT_URL: url}
+    return {env.PHALANX_CHECKPOINT_DIR: str(workdir.checkpoints)}
+
+
+def container_env(job: TrainingJob) -> dict[str, str]:
+    """The first container's literal env values (valueFrom needs a cluster; see `warnings`)."""
+    container = job.spec.template.spec.containers[0]
+    return {e.name: e.value for e in container.env or () if e.value is not None}
+
+
+def node_launch(
+    job: TrainingJob,
+    epoch: int,
+    rank: int,
+    nodes: int,
+    master_port: int,
+    workdir: Workdir,
+    run_id: str,
+    heartbeat_seconds: float,
+) -> Launch:
+    """The agent of node pod `rank` of `epoch`, as a local process."""
+    name = node_pod_name(job.metadata.name or "job", epoch, rank)
+    contract = pod_env(job, epoch, rank, nodes, BuildSettings(master_port=master_port))
+    for key in (env.MASTER_ADDR, env.TORCHRUN_PREFIX + env.MASTER_ADDR):
+        contract[key] = LOOPBACK
+    contract.pop(env.PHALANX_CHECKPOINT_DIR, None)
+    contract.pop(env.PHALANX_CHECKPOINT_URL, None)
+    contract.pop(env.PHALANX_HEARTBEAT_LEASE, None)
+    interpreter_dir = str(Path(sys.executable).parent)
+    values = {
+        **os.environ,
+        "PATH": os.pathsep.join([interpreter_dir, os.environ.get("PATH", "")]),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        **container_env(job),
+        **contract,
+        **checkpoint_env(job, workdir),
+        "PHALANX_TRAINER_LOG_DIR": str(workdir.logs),
+        env.PHALANX_HEARTBEAT_FILE: str(workdir.heartbeat),
+        env.PHALANX_HEARTBEAT_SECONDS: str(heartbeat_seconds),
+        env.PHALANX_TERMINATION_LOG: str(workdir.termination_log(name)),
+        RUN_MARKER_ENV: run_id,
+    }
+    return Launch(command(job), values, workdir.pod_log(name), workdir.termination_log(name))
+
+
+def warnings(job: TrainingJob) -> list[str]:
+    """What a local run ignores from the manifest, said once at the start."""
+    spec = job.spec.template.spec
+    notes = [f"image {spec.containers[0].image!r} is not pulled: the command runs on this machine"]
+    if len(spec.containers) > 1:
+        names = ", ".join(c.name for c in spec.containers[1:])
+        notes.append(f"only the first container runs locally; not run: {names}")
+    if any(e.value_from is not None for e in spec.containers[0].env or ()):
+        notes.append("env entries with valueFrom need a cluster and are not set")
+    if job.spec.checkpoint.url is None or job.spec.checkpoint.url.startswith("file://"):
+        notes.append("checkpoints go to the run's directory, not spec.checkpoint's path")
+    return notes

@@ -1,0 +1,223 @@
+"""`LocalRun`: one TrainingJob on this machine, driven by the operator's planner.
+
+Each tick: apply due capacity changes and faults, reap and start processes, read the heartbeat
+file, `plan(job, observed, now)`, and execute the plan. Ctrl-C is a suspend: the planner deletes
+every pod, agents checkpoint on SIGTERM, and the next run resumes from there; a second Ctrl-C
+kills at once. Whatever happens, no process of the run outlives it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from phalanx.local import inject, processes
+from phalanx.local.cluster import LocalCluster
+from phalanx.local.executor import Event, LocalExecutor
+from phalanx.local.faults import FaultPlan
+from phalanx.local.launch import Workdir
+from phalanx.local.summary import InjectedFault, RunEvent, RunSummary
+from phalanx.models.heartbeat import Heartbeat
+from phalanx.models.job import TrainingJob
+from phalanx.models.status import CheckpointRef, Progress, TrainingJobStatus
+from phalanx.operator.planner import PlannerConfig, plan
+
+LOCAL_PLANNER = PlannerConfig(grow_cooldown_seconds=10.0, retire_poll_seconds=0.2)
+"""The operator's knobs, scaled for one machine: grow back 10 s after an epoch starts running."""
+
+
+@dataclass
+class RunOptions:
+    """How to run a job locally (the `phalanx run` flags)."""
+
+    workdir: Path
+    capacity: int | None = None
+    """Nodes the local cluster holds at the start; default: the job's desired size."""
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    grace_seconds: float = 5.0
+    """SIGTERM -> SIGKILL delay when a pod is deleted (a pod's terminationGracePeriodSeconds)."""
+    tick_seconds: float = 0.2
+    heartbeat_seconds: float = 0.5
+    planner: PlannerConfig = LOCAL_PLANNER
+    fresh: bool = False
+    """Delete the work directory (and its checkpoints) first, instead of resuming from it."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _condition(status: TrainingJobStatus, kind: str) -> str | None:
+    """The message of condition `kind` if it is True."""
+    return next(
+        (c.message or c.reason for c in status.conditions if c.type == kind and c.status == "True"),
+        None,
+    )
+
+
+class LocalRun:
+    """One job on the local cluster, from start to Succeeded, Failed or Suspended."""
+
+    def __init__(
+        self,
+        job: TrainingJob,
+        options: RunOptions,
+        on_event: Callable[[Event], None] = lambda _: None,
+    ) -> None:
+        self.options = options
+        self.workdir = Workdir(options.workdir)
+        self.run_id = uuid.uuid4().hex
+        self.cluster = LocalCluster(grace_seconds=options.grace_seconds)
+        self.executor = LocalExecutor(
+            job, self.cluster, self.workdir, self.run_id, options.heartbeat_seconds, on_event
+        )
+        self.faults: list[InjectedFault] = []
+        self.stop_requests = 0
+        self.message: str | None = None
+        self.started = time.monotonic()
+
+    @property
+    def job(self) -> TrainingJob:
+        return self.executor.job
+
+    @property
+    def status(self) -> TrainingJobStatus:
+        return self.job.status or TrainingJobStatus()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def request_stop(self) -> None:
+        """Ctrl-C: the first suspends (checkpoint, then stop), the second kills."""
+        self.stop_requests += 1
+
+    def run(self, on_tick: Callable[[LocalRun], None] = lambda _: None) -> RunSummary:
+        if self.options.fresh:
+            shutil.rmtree(self.workdir.root, ignore_errors=True)
+        self.workdir.root.mkdir(parents=True, exist_ok=True)
+        self.workdir.heartbeat.unlink(missing_ok=True)
+        self.started = time.monotonic()
+        self.cluster.set_capacity(self.options.capacity or self.job.spec.desired_nodes)
+        try:
+            while not self._finished():
+                requeue = self._tick()
+                on_tick(self)
+                time.sleep(min(self.options.tick_seconds, max(requeue, 0.02)))
+        finally:
+            self.cluster.shutdown()
+            processes.sweep(self.run_id)
+        return self.summary()
+
+    def _tick(self) -> float:
+        self._apply_schedule()
+        if self.stop_requests == 1 and not self.job.spec.suspend:
+            spec = self.job.spec.model_copy(update={"suspend": True})
+            self.executor.job = self.job.model_copy(update={"spec": spec})
+            self.message = (
+                "interrupted (Ctrl-C): pods stopped after checkpointing; run again to resume"
+            )
+        elif self.stop_requests >= 2:
+            self.cluster.shutdown()
+        self.cluster.tick()
+        now = _now()
+        decided = plan(
+            self.job, self.cluster.observed(self._heartbeat()), now, self.options.planner
+        )
+        self.executor.apply(decided, now)
+        self.cluster.tick()  # start what was just created
+        return decided.requeue_after or self.options.tick_seconds
+
+    def _apply_schedule(self) -> None:
+        elapsed, schedule = self.elapsed, self.options.faults
+        for change in schedule.due_capacity(elapsed):
+            lost = self.cluster.set_capacity(change.nodes)
+            note = f"; lost {', '.join(lost)}" if lost else ""
+            self.executor.record(
+                Event(_now(), "Capacity", f"local cluster now holds {change.nodes} nodes{note}")
+            )
+        for fault in schedule.due_faults(elapsed):
+            now = _now()
+            record = inject.strike(self.cluster, self.job, fault, now)
+            if record is None:  # no running gang to hit yet
+                schedule.faults.append(fault)
+                continue
+            self.faults.append(record)
+            self.executor.record(Event(now, "FaultInjected", inject.describe(record), "Warning"))
+
+    def _heartbeat(self) -> Heartbeat | None:
+        try:
+            return Heartbeat.model_validate_json(self.workdir.heartbeat.read_bytes())
+        except (FileNotFoundError, ValidationError):
+            return None
+
+    def _finished(self) -> bool:
+        """Done when the job ended (or is stuck for good) and no process of it runs."""
+        status, live = self.status, self.cluster.live_pods()
+        if self.stop_requests >= 2:
+            return True
+        if status.phase in ("Succeeded", "Failed") or (
+            status.phase == "Suspended" and self.stop_requests
+        ):
+            return not live
+        stuck = _condition(status, "ConfigurationError")
+        if stuck is None and not self.options.faults.capacity:
+            stuck = _condition(status, "Unschedulable")
+        if stuck is not None:
+            self.message = stuck
+            self.cluster.shutdown()
+            return True
+        return False
+
+    def summary(self) -> RunSummary:
+        status = self.status.model_copy(deep=True)
+        beat = self._heartbeat()  # the last one may come after the planner stopped reading
+        if (
+            beat is not None
+            and beat.epoch == status.epoch
+            and (status.progress is None or beat.step > status.progress.step)
+        ):
+            status.progress = Progress(
+                    epoch=beat.epoch, step=beat.step, data_epoch=beat.data_epoch,
+                    samples_per_second=beat.samples_per_second, loss=beat.loss,
+                )  # fmt: skip
+        newest = self.workdir.newest_checkpoint()
+        if newest is not None and (
+            status.last_checkpoint is None or newest[0] > status.last_checkpoint.step
+        ):
+            status.last_checkpoint = CheckpointRef(step=newest[0], path=str(newest[1]))
+        phase = status.phase
+        if self.message and phase not in ("Succeeded", "Suspended"):
+            phase = "Failed"
+        if phase == "Failed" and self.message is None:
+            self.message = _condition(status, "Failed")
+        return RunSummary(
+            job=self.job.metadata.name or "",
+            phase=phase,
+            message=self.message,
+            epoch=status.epoch,
+            nodes=status.nodes,
+            world_size=status.world_size,
+            restarts=status.restarts,
+            progress=status.progress,
+            last_checkpoint=status.last_checkpoint,
+            failures=status.failures,
+            conditions=status.conditions,
+            goodput=status.goodput,
+            lost_seconds=round(status.lost_seconds, 3),
+            recoveries=self.executor.recoveries,
+            duration_seconds=round(self.elapsed, 3),
+            faults=self.faults,
+            events=[
+                RunEvent(time=e.time, reason=e.reason, message=e.message, type=e.type)
+                for e in self.executor.events
+            ],
+            workdir=str(self.workdir.root),
+        )

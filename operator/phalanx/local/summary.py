@@ -1,0 +1,115 @@
+"""What a local run reports when it ends: the job's status fields plus the run's own record.
+
+Why status names: `phalanx run --output json` is read by scripts that also read a TrainingJob's
+status on a cluster, so the same facts carry the same names (`phase`, `restarts`, `worldSize`,
+`lastCheckpoint`...). `recoveries`, `faults` and `events` are what only the run itself saw.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from phalanx.models.base import KubeModel
+from phalanx.models.status import (
+    CheckpointRef,
+    Condition,
+    Failure,
+    Phase,
+    Progress,
+    Restarts,
+)
+
+
+class InjectedFault(KubeModel):
+    """A failure the run injected (`--kill-node-after`, `--kill-rank`, `--hang-node-after`)."""
+
+    kind: str
+    """kill-node, kill-rank or hang-node."""
+
+    time: datetime
+    """When it struck."""
+
+    pod: str
+    """The node pod it hit."""
+
+    node: str | None = None
+    """The local node the pod ran on."""
+
+    rank: int | None = None
+    """The global worker rank, for kill-rank."""
+
+
+class RunEvent(KubeModel):
+    """A decision of the planner, or a fault or capacity change, as it happened."""
+
+    time: datetime
+    """When."""
+
+    reason: str
+    """One CamelCase word: Started, Restart, Shrink, Grow, Hang, Succeeded, Capacity..."""
+
+    message: str
+    """What happened."""
+
+    type: str = "Normal"
+    """Normal or Warning."""
+
+
+class RunSummary(KubeModel):
+    """The end of a local run."""
+
+    job: str
+    """The TrainingJob's name."""
+
+    phase: Phase | None
+    """Succeeded, Failed, or Suspended after Ctrl-C (resumable)."""
+
+    message: str | None = None
+    """Why the run ended, when it did not succeed."""
+
+    epoch: int
+    """The last epoch."""
+
+    nodes: int
+    """Node count of the last epoch."""
+
+    world_size: int
+    """Worker processes of the last epoch."""
+
+    restarts: Restarts
+    """Restarts by failure class."""
+
+    progress: Progress | None = None
+    """The last step reached, its loss and throughput."""
+
+    last_checkpoint: CheckpointRef | None = None
+    """The newest committed checkpoint, from which a new run resumes."""
+
+    failures: list[Failure] = Field(default_factory=list)
+    """The failures acted on (the last ten)."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    """The job's conditions at the end."""
+
+    goodput: float | None = None
+    """Share of wall time spent on training that was kept."""
+
+    lost_seconds: float = 0.0
+    """Wall time lost to failures: recovery plus work since the last checkpoint."""
+
+    recoveries: list[float] = Field(default_factory=list)
+    """Seconds from each failure seen to the new epoch running."""
+
+    duration_seconds: float
+    """Wall time of the run."""
+
+    faults: list[InjectedFault] = Field(default_factory=list)
+    """Injected failures, when they struck."""
+
+    events: list[RunEvent] = Field(default_factory=list)
+    """Every decision, in order."""
+
+    workdir: str
+    """Checkpoints, logs and the heartbeat of the run."""
