@@ -19,6 +19,12 @@ $(VENV)/.installed: pyproject.toml
 .PHONY: venv
 venv: $(VENV)/.installed ## Create .venv with Phalanx (editable) and the test and lint tools
 
+QUICKSTART := deploy/examples/quickstart.yaml --fresh --kill-node-after 20s
+
+.PHONY: quickstart
+quickstart: venv ## Install, then run the quickstart on this machine with a node killed at 20 s
+	$(VENV)/bin/phalanx run $(QUICKSTART)
+
 .PHONY: binaries
 binaries: ## Build the pinned kube-apiserver, kubectl and etcd into ~/.cache/phalanx (once)
 	bash tests/tools/k8s-binaries.sh

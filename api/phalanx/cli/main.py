@@ -79,7 +79,7 @@ def _fault_plan(
 
 
 def _error(console: Console, error: ManifestError) -> None:
-    console.print(Text.assemble(("error: ", "bold red"), str(error)))
+    console.print(Text.assemble(("error: ", "bold red"), str(error)), soft_wrap=True)
 
 
 def _load(path: Path, console: Console) -> TrainingJob:
@@ -213,7 +213,7 @@ def explain_command(
     try:
         text = explain(field)
     except UnknownFieldError as error:
-        Console(stderr=True).print(f"error: {error}", highlight=False, markup=False)
+        Console(stderr=True).print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from error
     sys.stdout.write(text)
 

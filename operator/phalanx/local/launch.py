@@ -42,7 +42,7 @@ class Workdir:
     @property
     def logs(self) -> Path:
         """The reference trainer's losses.jsonl and samples-*.jsonl."""
-        return self.root / "logs"
+        return self.root / "log"
 
     def newest_checkpoint(self) -> tuple[int, Path] | None:
         """The newest committed checkpoint in the run's directory: `step-<N>/` with its

@@ -1,0 +1,50 @@
+"""The README's first command: the quickstart on 4 local nodes, one node killed at about 20 s.
+
+Covers: the same arguments as `make quickstart`; a shrink to 3 nodes after the node is lost;
+the resume from a checkpoint (not from scratch) at world size 3; the finish; the summary's
+failure, recovery time, goodput and last checkpoint in `--output json`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.gang import records
+from tests.support.local import event_reasons, phalanx, quickstart_args
+
+
+@pytest.mark.slow
+def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
+    args = quickstart_args()
+    assert "--kill-node-after" in args
+    run = phalanx("run", *args, "--workdir", str(tmp_path), "--output", "json")
+    assert run.code == 0, run.stderr[-4000:]
+    summary = run.summary
+
+    assert summary["phase"] == "Succeeded"
+    assert summary["progress"]["step"] == 300
+    assert (summary["nodes"], summary["worldSize"]) == (3, 3)
+    assert summary["restarts"] == {"application": 0, "infrastructure": 1, "total": 1}
+    [failure] = summary["failures"]
+    assert (failure["class"], failure["reason"]) == ("infrastructure", "NodeNotReady")
+    [fault] = summary["faults"]
+    assert fault["kind"] == "kill-node"
+    assert fault["pod"] == failure["pod"]
+    reasons = event_reasons(summary)
+    assert reasons.index("FaultInjected") < reasons.index("Restart") < reasons.index("Shrink")
+    assert reasons[-1] == "Succeeded"
+    [recovery] = summary["recoveries"]
+    assert 0 < recovery < 60
+    assert 0 < summary["goodput"] < 1
+    assert summary["lostSeconds"] >= recovery
+    assert summary["lastCheckpoint"]["step"] == 300
+    assert Path(summary["lastCheckpoint"]["path"], ".metadata").exists()
+
+    resumes = [r for r in records(tmp_path) if r.get("event") == "resume"]
+    assert resumes[0]["from"] is None  # the first epoch started fresh
+    assert resumes[-1]["world"] == 3
+    assert resumes[-1]["from"] is not None
+    assert resumes[-1]["from"] > 0, "the shrunk gang did not resume from a checkpoint"
+    assert len(run.stdout.strip().splitlines()) == 1
