@@ -77,7 +77,7 @@ verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the mo
 ##@ Bench
 
 .PHONY: bench
-bench: bench-controlplane bench-checkpoint ## Run every benchmark (results in bench/results/)
+bench: bench-controlplane bench-checkpoint bench-recovery ## Run every benchmark (results in bench/results/)
 
 .PHONY: bench-controlplane
 bench-controlplane: $(SETUP) binaries ## Operator at scale: 200 jobs x 8 pods on the real API server
@@ -86,6 +86,10 @@ bench-controlplane: $(SETUP) binaries ## Operator at scale: 200 jobs x 8 pods on
 .PHONY: bench-checkpoint
 bench-checkpoint: $(SETUP) ## Training time blocked by an async vs a sync checkpoint save
 	$(PYTHON) -W ignore -m bench.checkpoint
+
+.PHONY: bench-recovery
+bench-recovery: $(SETUP) ## Local backend: time to recover from a killed node, goodput with failures
+	$(PYTHON) -m bench.recovery
 
 ##@ Help
 

@@ -177,7 +177,7 @@ class TrainingJobStatus(KubeModel):
     """State of the current epoch."""
 
     recovering_since: datetime | None = None
-    """When the failure being recovered from was seen; cleared when the new epoch runs."""
+    """When the failure being recovered from was seen; cleared at the new epoch's first step."""
 
     consecutive_failures: Annotated[int, Field(ge=0)] = 0
     """Failures since training last made progress; drives the restart backoff."""

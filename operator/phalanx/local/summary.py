@@ -100,7 +100,7 @@ class RunSummary(KubeModel):
     """Wall time lost to failures: recovery plus work since the last checkpoint."""
 
     recoveries: list[float] = Field(default_factory=list)
-    """Seconds from each failure seen to the new epoch running."""
+    """Seconds from each failure seen to the new epoch's first training step."""
 
     duration_seconds: float
     """Wall time of the run."""

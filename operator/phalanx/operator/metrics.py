@@ -64,7 +64,8 @@ class OperatorMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.recovery = Histogram(
-            "phalanx_recovery_seconds", "Failure seen to new epoch running", ["class"],
+            "phalanx_recovery_seconds", "Failure seen to the new epoch's first training step",
+            ["class"],
             buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800), registry=self.registry,
         )  # fmt: skip
         self.reconcile = Histogram(

@@ -89,6 +89,9 @@ def test_application_failure_restarts_at_the_same_size_old_pods_first(cluster: C
         )
         == 1
     )
+    assert cluster.metric("phalanx_recovery_seconds_count", **{"class": "application"}) == 0
+    cluster.kubelet.heartbeat("app", {"epoch": 2, "step": 1})  # the new epoch trains: recovered
+    cluster.wait_status("app", lambda s: s.get("recoveringSince") is None, "recovered")
     assert cluster.metric("phalanx_recovery_seconds_count", **{"class": "application"}) == 1
 
 

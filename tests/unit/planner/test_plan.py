@@ -112,14 +112,16 @@ def test_node_not_ready_and_missing_pod_are_infrastructure() -> None:
     assert j3.status.restarts.infrastructure == 1  # type: ignore[union-attr]
 
 
-def test_recovery_time_is_observed_when_the_new_epoch_runs() -> None:
+def test_recovery_time_is_observed_at_the_new_epochs_first_step() -> None:
     j = launched()
     failed = pods(1, 4)
     failed[0] = replace(failed[0], deleting=True)
     j, _ = step(j, Observed(pods=tuple(failed)), at(20))
     j, _ = step(j, Observed(), at(21))
     j, plan = step(j, Observed(pods=tuple(pods(2, 4))), at(27.5))
-    assert plan.of_type(ObserveRecovery) == [ObserveRecovery(7.5, "infrastructure")]
+    assert plan.of_type(ObserveRecovery) == [], "running pods are not training yet"
+    j, plan = step(j, Observed(pods=tuple(pods(2, 4)), heartbeat=beat(2, 41)), at(33))
+    assert plan.of_type(ObserveRecovery) == [ObserveRecovery(13, "infrastructure")]
     assert j.status.recovering_since is None  # type: ignore[union-attr]
 
 

@@ -71,7 +71,8 @@ class EmitEvent:
 
 @dataclass(frozen=True)
 class ObserveRecovery:
-    """A failure was recovered from: failure seen -> new epoch running took `seconds`."""
+    """A failure was recovered from: failure seen -> the new epoch's first
+    training step took `seconds`."""
 
     seconds: float
     failure_class: str

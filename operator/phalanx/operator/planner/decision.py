@@ -144,10 +144,11 @@ class Decision:
         since = max(running, saved) if saved else running
         self.status.lost_seconds += max((self.now - since).total_seconds(), 0.0)
 
-    def finish_recovery(self, failure_class: str) -> None:
-        """The new epoch runs: observe the recovery time and count it as lost."""
+    def finish_recovery(self) -> None:
+        """The new epoch trains (its first step): observe the recovery time, count it as lost."""
         if self.status.recovering_since is None:
             return
+        failure_class = self.status.failures[-1].failure_class if self.status.failures else "none"
         seconds = max((self.now - self.status.recovering_since).total_seconds(), 0.0)
         self.actions.append(ObserveRecovery(seconds=seconds, failure_class=failure_class))
         self.status.lost_seconds += seconds

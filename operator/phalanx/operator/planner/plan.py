@@ -150,6 +150,7 @@ def success(d: Decision, _: PlannerConfig) -> bool:
     if not lifecycle.succeeded(pods, d.status.nodes):
         return False
     d.set_phase("Succeeded")
+    d.finish_recovery()  # a resumed epoch with no step left to train
     d.status.completion_time = d.now
     d.set_condition(
         "Succeeded", True, "AllRanksSucceeded", f"all {d.status.nodes} node pods exited 0"

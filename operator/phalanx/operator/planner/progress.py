@@ -20,8 +20,6 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
     d.set_phase("Running")
     if d.status.current.running_time is None:
         d.status.current.running_time = d.now
-        last = d.status.failures[-1].failure_class if d.status.failures else "none"
-        d.finish_recovery(last)
         d.set_condition(
             "Running", True, "AllRanksRunning", f"epoch {d.status.epoch}: {d.status.nodes} nodes"
         )
@@ -36,6 +34,7 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
             updated_at=d.now,
         )
         d.status.consecutive_failures = 0
+        d.finish_recovery()  # training resumed: start-up and checkpoint load were part of it
     if beat is not None and beat.checkpoint is not None:
         d.status.last_checkpoint = beat.checkpoint.model_copy()
     return False
