@@ -96,7 +96,7 @@ def test_bad_flag_values_are_exit_2_naming_the_flag(tmp_path: Path) -> None:
         (["--capacity-schedule", "30s"], "TIME=NODES"),
         (["--kill-node-after", "soon"], "--kill-node-after"),
         (["--kill-rank", "x@1s"], "RANK@TIME"),
-        (["--capacity", "-1"], "--capacity"),
+        (["--capacity", "0"], "--capacity"),
     ):
         result = cli.invoke(app, ["run", str(QUICKSTART), "--workdir", str(tmp_path), *flags])
         assert result.exit_code == 2, (flags, result.output)
@@ -129,3 +129,29 @@ def test_ctrl_c_checkpoints_and_the_next_run_resumes(tmp_path: Path) -> None:
     resume = [r for r in records(tmp_path / "run") if r.get("event") == "resume"][-1]
     assert resume["from"] == saved
     assert second.summary["progress"]["step"] == 300
+
+
+def test_too_little_capacity_ends_the_run_with_exit_1_and_the_reason(tmp_path: Path) -> None:
+    job = manifest(tmp_path, failurePolicy={"scheduleTimeoutSeconds": 1})
+    run = phalanx(
+        "run", str(job), "--workdir", str(tmp_path / "run"), "--capacity", "1", "-o", "json"
+    )
+    assert run.code == 1, run.stderr[-3000:]
+    summary = run.summary
+    assert summary["phase"] == "Failed"
+    assert summary["message"] == "only 1 of 4 node pods could be scheduled; min is 2"
+
+
+def test_a_command_that_cannot_start_is_a_configuration_error_not_a_restart_loop(
+    tmp_path: Path,
+) -> None:
+    job = manifest(tmp_path, template={"spec": {"containers": [
+        {"name": "trainer", "image": "x", "command": ["no-such-trainer-command"]}
+    ]}})  # fmt: skip
+    run = phalanx("run", str(job), "--workdir", str(tmp_path / "run"), "-o", "json")
+    assert run.code == 1, run.stderr[-3000:]
+    summary = run.summary
+    assert summary["restarts"]["total"] == 0
+    [failure] = summary["failures"]
+    assert (failure["class"], failure["reason"]) == ("configuration", "CreateContainerError")
+    assert "no-such-trainer-command" in summary["message"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gang import kept_trajectory
+from tests.support.gang import kept_trajectory, records
 from tests.support.local import event_reasons, manifest, phalanx
 
 STEPS = 200
@@ -58,8 +58,6 @@ def test_capacity_shrinks_then_grows_back_and_the_trajectory_is_unchanged(tmp_pa
 
 
 def _losses(workdir: Path) -> list[dict[str, object]]:
-    from tests.support.gang import records
-
     return [r for r in records(workdir) if "loss" in r]
 
 

@@ -105,7 +105,7 @@ def run(
     ] = False,
     capacity: Annotated[
         int | None,
-        typer.Option(min=0, help="Nodes the local cluster holds. [default: the desired size]"),
+        typer.Option(min=1, help="Nodes the local cluster holds. [default: the desired size]"),
     ] = None,
     capacity_schedule: Annotated[
         list[str],

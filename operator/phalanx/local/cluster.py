@@ -54,6 +54,8 @@ class LocalPod:
     phase: PodPhase = "Pending"
     exit_code: int | None = None
     message: str | None = None
+    waiting_reason: str | None = None
+    """Set when the command cannot start (a configuration error, as on a cluster)."""
     deleting_since: float | None = None
     """time.monotonic() of the delete request."""
 
@@ -80,6 +82,7 @@ class LocalPod:
             created=self.created,
             exit_code=self.exit_code,
             terminated_reason="Error" if self.exit_code not in (None, 0) else None,
+            waiting_reason=self.waiting_reason,
             message=self.message,
         )
 
@@ -231,9 +234,9 @@ class LocalCluster:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,  # Ctrl-C in the terminal reaches only the CLI
                 )
-            except OSError as error:
-                pod.phase, pod.message = "Failed", f"cannot start {launch.argv[0]}: {error}"
-                pod.exit_code = exits.APPLICATION
+            except OSError as error:  # e.g. a typo in the command: no restart loop
+                pod.waiting_reason = "CreateContainerError"
+                pod.message = f"cannot start {launch.argv[0]}: {error.strerror or error}"
                 return
         pod.phase = "Running"
 

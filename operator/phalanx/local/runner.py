@@ -105,7 +105,8 @@ class LocalRun:
         self.workdir.root.mkdir(parents=True, exist_ok=True)
         self.workdir.heartbeat.unlink(missing_ok=True)
         self.started = time.monotonic()
-        self.cluster.set_capacity(self.options.capacity or self.job.spec.desired_nodes)
+        capacity = self.options.capacity
+        self.cluster.set_capacity(self.job.spec.desired_nodes if capacity is None else capacity)
         try:
             while not self._finished():
                 requeue = self._tick()
@@ -171,13 +172,12 @@ class LocalRun:
         if stuck is None and not self.options.faults.capacity:
             stuck = _condition(status, "Unschedulable")
         if stuck is not None:
-            self.message = stuck
-            self.cluster.shutdown()
+            self.message = stuck  # nothing will change on its own: end the run (it cleans up)
             return True
         return False
 
     def summary(self) -> RunSummary:
-        status = self.status.model_copy(deep=True)
+        status, message = self.status.model_copy(deep=True), self.message
         beat = self._heartbeat()  # the last one may come after the planner stopped reading
         if (
             beat is not None
@@ -194,14 +194,14 @@ class LocalRun:
         ):
             status.last_checkpoint = CheckpointRef(step=newest[0], path=str(newest[1]))
         phase = status.phase
-        if self.message and phase not in ("Succeeded", "Suspended"):
-            phase = "Failed"
-        if phase == "Failed" and self.message is None:
-            self.message = _condition(status, "Failed")
+        if message and phase not in ("Succeeded", "Suspended"):
+            phase = "Failed"  # stuck for good (see `_finished`)
+        if phase == "Failed" and message is None:
+            message = _condition(status, "Failed")
         return RunSummary(
             job=self.job.metadata.name or "",
             phase=phase,
-            message=self.message,
+            message=message,
             epoch=status.epoch,
             nodes=status.nodes,
             world_size=status.world_size,
