@@ -3,25 +3,12 @@ and the matching kopf login, both from the same credentials."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import kopf
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.config.config_exception import ConfigException
 
+from phalanx.kubeconfig import load_configuration
 
-def load_configuration(kubeconfig: Path | None) -> k8s.Configuration:
-    """Credentials from `kubeconfig`, else the in-cluster service account, else $KUBECONFIG."""
-    configuration = k8s.Configuration()
-    if kubeconfig is not None:
-        k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return configuration
-    try:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except ConfigException:
-        k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return configuration
+__all__ = ["api_client", "connection_info", "has_api_group", "load_configuration"]
 
 
 def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:

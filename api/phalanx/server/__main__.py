@@ -1,0 +1,3 @@
+from phalanx.server.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The API's routers: jobs (control), observe (events, logs, checkpoints, progress), health."""

@@ -1,0 +1,100 @@
+"""What the REST API sends and receives. camelCase on the wire, like Kubernetes; the job's spec
+and status are the TrainingJob models themselves, so server, SDK and CRD cannot disagree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from phalanx.models.spec import TrainingJobSpec
+from phalanx.models.status import CheckpointRef, Phase, TrainingJobStatus
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class JobSummary(Schema):
+    """One row of a job list."""
+
+    namespace: str
+    name: str
+    phase: Phase | None = None
+    nodes: int = 0
+    world_size: int = 0
+    epoch: int = 0
+    step: int | None = None
+    restarts: int = 0
+    goodput: float | None = None
+    created: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class JobList(Schema):
+    """A page of jobs; pass `continue` back to get the next page."""
+
+    items: list[JobSummary]
+    continue_: str | None = Field(default=None, alias="continue")
+    remaining: int = 0
+    """Jobs after this page that match the filters."""
+
+
+class JobDetail(Schema):
+    """A job with its spec and status: progress, conditions, failures, last checkpoint."""
+
+    namespace: str
+    name: str
+    uid: str | None = None
+    created: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    spec: TrainingJobSpec
+    status: TrainingJobStatus | None = None
+
+
+class ScaleRequest(Schema):
+    """The desired number of node pods (within the job's replicas.min..max)."""
+
+    nodes: Annotated[int, Field(ge=1)]
+
+
+class FieldProblem(Schema):
+    """One refused field of a manifest."""
+
+    field: str
+    message: str
+
+
+class Problem(Schema):
+    """An error: `detail` says what went wrong (for 422, one entry per field)."""
+
+    detail: str | list[FieldProblem] | list[dict[str, Any]]
+
+
+class JobEvent(Schema):
+    """A Kubernetes event about the job."""
+
+    time: datetime | None = None
+    type: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    count: int | None = None
+
+
+class EventList(Schema):
+    items: list[JobEvent]
+
+
+class Checkpoints(Schema):
+    """Where the job checkpoints and the newest committed checkpoint it reported."""
+
+    location: str
+    last: CheckpointRef | None = None
+    keep: int
+    interval_steps: int
+
+
+class Health(Schema):
+    status: str

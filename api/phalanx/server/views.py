@@ -1,0 +1,129 @@
+"""From stored TrainingJobs to API shapes: summaries, details, filters and pages. Pure."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from phalanx.server.schemas import JobDetail, JobList, JobSummary
+
+Job = Mapping[str, Any]
+
+
+class BadSelectorError(ValueError):
+    """A labelSelector this API does not understand."""
+
+
+def _created(meta: Mapping[str, Any]) -> datetime | None:
+    value = meta.get("creationTimestamp")
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def summary(job: Job) -> JobSummary:
+    meta, status = job["metadata"], job.get("status") or {}
+    return JobSummary(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        phase=status.get("phase"),
+        nodes=status.get("nodes", 0),
+        world_size=status.get("worldSize", 0),
+        epoch=status.get("epoch", 0),
+        step=(status.get("progress") or {}).get("step"),
+        restarts=(status.get("restarts") or {}).get("total", 0),
+        goodput=status.get("goodput"),
+        created=_created(meta),
+        labels=meta.get("labels") or {},
+    )
+
+
+def detail(job: Job) -> JobDetail:
+    meta = job["metadata"]
+    return JobDetail.model_validate(
+        {
+            "namespace": meta.get("namespace", ""),
+            "name": meta["name"],
+            "uid": meta.get("uid"),
+            "created": _created(meta),
+            "labels": meta.get("labels") or {},
+            "spec": job["spec"],
+            "status": job.get("status"),
+        }
+    )
+
+
+def parse_selector(text: str | None) -> list[tuple[str, str, str | None]]:
+    """`a=b,c!=d,e,!f` -> [(key, op, value)]: equality, inequality, exists, not exists."""
+    terms: list[tuple[str, str, str | None]] = []
+    for raw in filter(None, (t.strip() for t in (text or "").split(","))):
+        if "!=" in raw:
+            key, value = raw.split("!=", 1)
+            terms.append((key.strip(), "!=", value.strip()))
+        elif "=" in raw:
+            key, value = raw.split("==", 1) if "==" in raw else raw.split("=", 1)
+            terms.append((key.strip(), "=", value.strip()))
+        elif raw.startswith("!"):
+            terms.append((raw[1:].strip(), "!", None))
+        else:
+            terms.append((raw, "exists", None))
+        if not terms[-1][0] or " " in terms[-1][0]:
+            raise BadSelectorError(
+                f"labelSelector term {raw!r} is not key=value, key!=value, key or !key"
+            )
+    return terms
+
+
+def matches(job: Job, phase: str | None, selector: list[tuple[str, str, str | None]]) -> bool:
+    if phase is not None and (job.get("status") or {}).get("phase") != phase:
+        return False
+    labels = job["metadata"].get("labels") or {}
+    for key, op, value in selector:
+        ok = {
+            "=": labels.get(key) == value,
+            "!=": labels.get(key) != value,
+            "exists": key in labels,
+            "!": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def _token(job: Job) -> str:
+    key = f"{job['metadata'].get('namespace', '')}/{job['metadata']['name']}"
+    return base64.urlsafe_b64encode(key.encode()).decode()
+
+
+def after_token(token: str) -> tuple[str, str]:
+    """The (namespace, name) a continue token points after; ValueError if it is not one."""
+    try:
+        namespace, _, name = base64.urlsafe_b64decode(token.encode()).decode().partition("/")
+    except (binascii.Error, UnicodeDecodeError) as error:
+        raise ValueError("continue is not a token this API returned") from error
+    if not name:
+        raise ValueError("continue is not a token this API returned")
+    return namespace, name
+
+
+def page(jobs: Sequence[Job], limit: int, continue_token: str | None) -> JobList:
+    """`limit` jobs after the continue token (jobs are in namespace/name order)."""
+    start = 0
+    if continue_token:
+        after = after_token(continue_token)
+        start = next(
+            (
+                i
+                for i, j in enumerate(jobs)
+                if (j["metadata"].get("namespace", ""), j["metadata"]["name"]) > after
+            ),
+            len(jobs),
+        )
+    chunk = jobs[start : start + limit]
+    rest = len(jobs) - start - len(chunk)
+    return JobList(
+        items=[summary(j) for j in chunk],
+        continue_=_token(chunk[-1]) if rest > 0 and chunk else None,
+        remaining=rest,
+    )
