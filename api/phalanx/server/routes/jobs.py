@@ -63,6 +63,7 @@ def list_jobs(
     "/namespaces/{namespace}/jobs/{name}",
     operation_id="getJob",
     response_model=JobDetail,
+    response_model_exclude_none=True,
     responses=ONE_JOB,
 )
 def get_job(
@@ -95,6 +96,7 @@ def _validated(namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
     "/namespaces/{namespace}/jobs",
     operation_id="createJob",
     response_model=JobDetail,
+    response_model_exclude_none=True,
     status_code=status.HTTP_201_CREATED,
     responses={
         **ERRORS,
@@ -133,6 +135,7 @@ def delete_job(
     "/namespaces/{namespace}/jobs/{name}/scale",
     operation_id="scaleJob",
     response_model=JobDetail,
+    response_model_exclude_none=True,
     responses={**ONE_JOB, 422: {"model": Problem, "description": "Outside replicas.min..max"}},
 )
 def scale_job(
@@ -167,6 +170,7 @@ def _set_suspend(
     "/namespaces/{namespace}/jobs/{name}/suspend",
     operation_id="suspendJob",
     response_model=JobDetail,
+    response_model_exclude_none=True,
     responses=ONE_JOB,
 )
 def suspend_job(
@@ -180,6 +184,7 @@ def suspend_job(
     "/namespaces/{namespace}/jobs/{name}/resume",
     operation_id="resumeJob",
     response_model=JobDetail,
+    response_model_exclude_none=True,
     responses=ONE_JOB,
 )
 def resume_job(
