@@ -4,42 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from kubernetes import client as k8s
 
 from tests.support.apiserver import running_api
-
-TRAININGJOB_RULES = [
-    k8s.V1PolicyRule(
-        api_groups=["phalanx.dev"],
-        resources=["trainingjobs"],
-        verbs=["get", "list", "watch", "create", "delete", "patch", "update"],
-    ),
-    k8s.V1PolicyRule(
-        api_groups=["phalanx.dev"],
-        resources=["trainingjobs/scale"],
-        verbs=["get", "update", "patch"],
-    ),
-]
-
-
-@dataclass
-class Identity:
-    """A service account and a token the real API server issued for it."""
-
-    namespace: str
-    name: str
-    token: str
-
-    @property
-    def username(self) -> str:
-        return f"system:serviceaccount:{self.namespace}:{self.name}"
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
 
 
 @pytest.fixture(scope="module")
@@ -56,33 +25,3 @@ def other_namespace(kube_client: k8s.ApiClient) -> Iterator[str]:
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
     yield name
     core.delete_namespace(name)
-
-
-def identity(kube_client: k8s.ApiClient, namespace: str, name: str) -> Identity:
-    """A service account `name` in `namespace` with a fresh token (TokenRequest)."""
-    core = k8s.CoreV1Api(kube_client)
-    core.create_namespaced_service_account(
-        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=name))
-    )
-    request = k8s.AuthenticationV1TokenRequest(
-        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
-    )
-    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
-    return Identity(namespace, name, token)
-
-
-def grant_jobs(kube_client: k8s.ApiClient, namespace: str, who: Identity) -> None:
-    """A Role on TrainingJobs in `namespace`, bound to `who`."""
-    rbac = k8s.RbacAuthorizationV1Api(kube_client)
-    rbac.create_namespaced_role(
-        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name="jobs"), rules=TRAININGJOB_RULES)
-    )
-    subject = k8s.RbacV1Subject(kind="ServiceAccount", name=who.name, namespace=who.namespace)
-    rbac.create_namespaced_role_binding(
-        namespace,
-        k8s.V1RoleBinding(
-            metadata=k8s.V1ObjectMeta(name="jobs"),
-            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="jobs"),
-            subjects=[subject],
-        ),
-    )

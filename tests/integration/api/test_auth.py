@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from kubernetes import client as k8s
 
-from tests.integration.api.conftest import grant_jobs, identity
 from tests.support.controlplane import wait_until
+from tests.support.rbac import grant_jobs, identity
 
 
 def manifest(name: str, **spec: Any) -> dict[str, Any]:

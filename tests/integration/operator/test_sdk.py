@@ -1,0 +1,52 @@
+"""The Python SDK against the API service, with the operator running and the test as kubelet.
+
+Covers: `create` from a manifest, `wait_for(name, "Succeeded", timeout)` returning once every node
+pod exited 0, `list` pages, the async client's `get`, and the SDK's typed errors (404, 422).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from kubernetes import client as k8s
+
+from phalanx.sdk import AsyncClient, Client, InvalidError, NotFoundError
+from tests.integration.operator.conftest import Cluster, training_job
+from tests.support.apiserver import running_api
+from tests.support.rbac import grant_jobs, identity
+
+
+def test_wait_for_returns_when_the_job_succeeds(
+    cluster: Cluster, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    user = identity(kube_client, namespace, "sdk-user")
+    grant_jobs(kube_client, namespace, user)
+    with (
+        running_api(kube_client) as url,
+        Client(url, token=user.token, namespace=namespace) as phalanx,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        created = phalanx.create(training_job("done", nprocPerNode=1))
+        assert created.name == "done"
+        waiting = pool.submit(phalanx.wait_for, "done", "Succeeded", 60)
+        cluster.kubelet.start_gang("done", 1, 4)
+        assert not waiting.done(), "wait_for returned before the job succeeded"
+        for rank in range(4):
+            cluster.kubelet.exit(f"done-1-{rank}", 0, reason="Completed")
+        job = waiting.result(timeout=60)
+        assert job.status is not None
+        assert job.status.phase == "Succeeded"
+        assert [j.name for page in phalanx.list() for j in page.items] == ["done"]
+
+        async def async_get() -> str | None:
+            async with AsyncClient(url, token=user.token, namespace=namespace) as client:
+                fetched = await client.get("done")
+                return fetched.status.phase if fetched.status else None
+
+        assert asyncio.run(async_get()) == "Succeeded"
+        with pytest.raises(NotFoundError):
+            phalanx.get("absent")
+        with pytest.raises(InvalidError, match=r"spec\.replicas\.min"):
+            phalanx.create(training_job("bad", replicas={"min": 0, "max": 2}))

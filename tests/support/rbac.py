@@ -1,0 +1,68 @@
+"""Identities for API tests: service accounts with tokens from the real API server
+(TokenRequest), and a Role on TrainingJobs to bind them to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubernetes import client as k8s
+
+TRAININGJOB_RULES = [
+    k8s.V1PolicyRule(
+        api_groups=["phalanx.dev"],
+        resources=["trainingjobs"],
+        verbs=["get", "list", "watch", "create", "delete", "patch", "update"],
+    ),
+    k8s.V1PolicyRule(
+        api_groups=["phalanx.dev"],
+        resources=["trainingjobs/scale"],
+        verbs=["get", "update", "patch"],
+    ),
+]
+
+
+@dataclass
+class Identity:
+    """A service account and a token the real API server issued for it."""
+
+    namespace: str
+    name: str
+    token: str
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def identity(kube_client: k8s.ApiClient, namespace: str, name: str) -> Identity:
+    """A service account `name` in `namespace` with a fresh token (TokenRequest)."""
+    core = k8s.CoreV1Api(kube_client)
+    core.create_namespaced_service_account(
+        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=name))
+    )
+    request = k8s.AuthenticationV1TokenRequest(
+        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+    )
+    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
+    return Identity(namespace, name, token)
+
+
+def grant_jobs(kube_client: k8s.ApiClient, namespace: str, who: Identity) -> None:
+    """A Role on TrainingJobs in `namespace`, bound to `who`."""
+    rbac = k8s.RbacAuthorizationV1Api(kube_client)
+    rbac.create_namespaced_role(
+        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name="jobs"), rules=TRAININGJOB_RULES)
+    )
+    subject = k8s.RbacV1Subject(kind="ServiceAccount", name=who.name, namespace=who.namespace)
+    rbac.create_namespaced_role_binding(
+        namespace,
+        k8s.V1RoleBinding(
+            metadata=k8s.V1ObjectMeta(name="jobs"),
+            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="jobs"),
+            subjects=[subject],
+        ),
+    )
