@@ -53,16 +53,27 @@ def identity(kube_client: k8s.ApiClient, namespace: str, name: str) -> Identity:
 
 def grant_jobs(kube_client: k8s.ApiClient, namespace: str, who: Identity) -> None:
     """A Role on TrainingJobs in `namespace`, bound to `who`."""
+    grant(kube_client, namespace, who, "jobs", TRAININGJOB_RULES)
+
+
+def grant(
+    kube_client: k8s.ApiClient,
+    namespace: str,
+    who: Identity,
+    role: str,
+    rules: list[k8s.V1PolicyRule],
+) -> None:
+    """A Role `role` with `rules` in `namespace`, bound to `who`."""
     rbac = k8s.RbacAuthorizationV1Api(kube_client)
     rbac.create_namespaced_role(
-        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name="jobs"), rules=TRAININGJOB_RULES)
+        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name=role), rules=rules)
     )
     subject = k8s.RbacV1Subject(kind="ServiceAccount", name=who.name, namespace=who.namespace)
     rbac.create_namespaced_role_binding(
         namespace,
         k8s.V1RoleBinding(
-            metadata=k8s.V1ObjectMeta(name="jobs"),
-            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="jobs"),
+            metadata=k8s.V1ObjectMeta(name=role),
+            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role),
             subjects=[subject],
         ),
     )

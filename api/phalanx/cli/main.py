@@ -218,6 +218,18 @@ def explain_command(
     sys.stdout.write(text)
 
 
+@app.command()
+def openapi() -> None:
+    """Print the REST API's OpenAPI document (the same as the service's /openapi.json)."""
+    import json
+
+    from phalanx.server.app import create_app
+    from phalanx.server.settings import ServerSettings
+
+    document = create_app(ServerSettings()).openapi()
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
 def main() -> None:
     app()
 

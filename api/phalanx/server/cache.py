@@ -78,6 +78,8 @@ class JobCache:
                     log.warning("job watch failed (%s); relisting", error.reason)
                     self._stop.wait(RETRY_SECONDS)
             except Exception:  # a dropped connection, a decode error: never stop the cache
+                if self._stop.is_set():
+                    return  # stopping closed the connection under the watch
                 log.exception("job watch failed; relisting")
                 self._stop.wait(RETRY_SECONDS)
 

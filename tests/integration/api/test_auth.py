@@ -8,6 +8,9 @@ words; no token and a bad token get 401; a service-account token without rights 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -101,3 +104,14 @@ def test_an_invalid_manifest_is_422_naming_the_field(
         "field": "spec.replicas.min",
         "message": "spec.replicas.min must be less than or equal to spec.replicas.max",
     } in response.json()["detail"]
+
+
+def test_phalanx_openapi_prints_the_served_document(api_url: str) -> None:
+    served = httpx.get(f"{api_url}/openapi.json", timeout=10).json()
+    printed = subprocess.run(
+        [sys.executable, "-m", "phalanx.cli", "openapi"], capture_output=True, text=True, check=True
+    )
+    assert json.loads(printed.stdout) == served
+    operations = {op["operationId"] for path in served["paths"].values() for op in path.values()}
+    assert {"listJobs", "getJob", "createJob", "deleteJob", "scaleJob", "suspendJob", "resumeJob",
+            "listJobEvents", "getJobLogs", "getJobCheckpoints", "streamJobProgress"} <= operations  # fmt: skip

@@ -7,15 +7,17 @@ pod exited 0, `list` pages, the async client's `get`, and the SDK's typed errors
 from __future__ import annotations
 
 import asyncio
+import json
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from kubernetes import client as k8s
 
 from phalanx.sdk import AsyncClient, Client, InvalidError, NotFoundError
 from tests.integration.operator.conftest import Cluster, training_job
 from tests.support.apiserver import running_api
-from tests.support.rbac import grant_jobs, identity
+from tests.support.rbac import grant, grant_jobs, identity
 
 
 def test_wait_for_returns_when_the_job_succeeds(
@@ -24,7 +26,7 @@ def test_wait_for_returns_when_the_job_succeeds(
     user = identity(kube_client, namespace, "sdk-user")
     grant_jobs(kube_client, namespace, user)
     with (
-        running_api(kube_client) as url,
+        running_api(kube_client, authz_cache_seconds=0.0) as url,
         Client(url, token=user.token, namespace=namespace) as phalanx,
         ThreadPoolExecutor(1) as pool,
     ):
@@ -46,6 +48,22 @@ def test_wait_for_returns_when_the_job_succeeds(
                 return fetched.status.phase if fetched.status else None
 
         assert asyncio.run(async_get()) == "Succeeded"
+
+        base, headers = f"{url}/api/v1/namespaces/{namespace}/jobs/done", user.headers
+        cluster.wait_event("done", "Succeeded")
+        events = httpx.get(f"{base}/events", headers=headers, timeout=10)
+        assert events.status_code == 403, "events need their own RBAC grant (core events)"
+        read_events = k8s.V1PolicyRule(api_groups=[""], resources=["events"], verbs=["list"])
+        grant(kube_client, namespace, user, "events", [read_events])
+        events = httpx.get(f"{base}/events", headers=headers, timeout=10)
+        reasons = [e["reason"] for e in events.json()["items"]]
+        assert {"Started", "Succeeded"} <= set(reasons)  # (timestamps have 1 s resolution)
+        checkpoints = httpx.get(f"{base}/checkpoints", headers=headers, timeout=10).json()
+        assert checkpoints["location"] == "/ckpt"
+        with httpx.stream("GET", f"{base}/progress", headers=headers, timeout=10) as stream:
+            lines = [line for line in stream.iter_lines() if line.startswith(("event:", "data:"))]
+        assert lines[0] == "event: progress"
+        assert json.loads(lines[1].removeprefix("data: "))["phase"] == "Succeeded"
         with pytest.raises(NotFoundError):
             phalanx.get("absent")
         with pytest.raises(InvalidError, match=r"spec\.replicas\.min"):
