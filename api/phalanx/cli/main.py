@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from phalanx.cli import cluster
 from phalanx.cli.display import RunDisplay, render_summary
 from phalanx.cli.explain import UnknownFieldError, explain
 from phalanx.cli.manifest import ManifestError, load_job
@@ -228,6 +229,9 @@ def openapi() -> None:
 
     document = create_app(ServerSettings()).openapi()
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+cluster.register(app)
 
 
 def main() -> None:
