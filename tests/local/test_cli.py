@@ -106,7 +106,7 @@ def test_bad_flag_values_are_exit_2_naming_the_flag(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_ctrl_c_checkpoints_and_the_next_run_resumes(tmp_path: Path) -> None:
-    job = manifest(tmp_path, trainer={"steps": 300})
+    job = manifest(tmp_path, trainer={"steps": 120})
     args = ("run", str(job), "--workdir", str(tmp_path / "run"), "-o", "json")
     first = start_phalanx(*args)
     try:
@@ -128,7 +128,7 @@ def test_ctrl_c_checkpoints_and_the_next_run_resumes(tmp_path: Path) -> None:
     assert f"resuming from the checkpoint of step {saved}" in " ".join(second.stderr.split())
     resume = [r for r in records(tmp_path / "run") if r.get("event") == "resume"][-1]
     assert resume["from"] == saved
-    assert second.summary["progress"]["step"] == 300
+    assert second.summary["progress"]["step"] == 120
 
 
 def test_too_little_capacity_ends_the_run_with_exit_1_and_the_reason(tmp_path: Path) -> None:

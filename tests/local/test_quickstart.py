@@ -24,7 +24,7 @@ def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
     summary = run.summary
 
     assert summary["phase"] == "Succeeded"
-    assert summary["progress"]["step"] == 300
+    assert summary["progress"]["step"] == 250
     assert (summary["nodes"], summary["worldSize"]) == (3, 3)
     assert summary["restarts"] == {"application": 0, "infrastructure": 1, "total": 1}
     [failure] = summary["failures"]
@@ -39,7 +39,7 @@ def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
     assert 0 < recovery < 60
     assert 0 < summary["goodput"] < 1
     assert summary["lostSeconds"] >= recovery
-    assert summary["lastCheckpoint"]["step"] == 300
+    assert summary["lastCheckpoint"]["step"] == 250
     assert Path(summary["lastCheckpoint"]["path"], ".metadata").exists()
 
     resumes = [r for r in records(tmp_path) if r.get("event") == "resume"]
