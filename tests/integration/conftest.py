@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,14 +39,23 @@ def kube_client(control_plane: ControlPlane) -> Iterator[k8s.ApiClient]:
     api.close()
 
 
-@pytest.fixture
-def namespace(kube_client: k8s.ApiClient) -> Iterator[str]:
-    """A fresh namespace for one test, deleted afterwards."""
+@contextmanager
+def fresh_namespace(kube_client: k8s.ApiClient) -> Iterator[str]:
+    """A namespace with a random name, deleted afterwards."""
     core = k8s.CoreV1Api(kube_client)
     name = f"t-{uuid.uuid4().hex[:10]}"
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)
+
+
+@pytest.fixture
+def namespace(kube_client: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    with fresh_namespace(kube_client) as name:
+        yield name
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes import client as k8s
 
@@ -77,3 +78,16 @@ def grant(
             subjects=[subject],
         ),
     )
+
+
+def manifest(name: str, **spec: Any) -> dict[str, Any]:
+    """A small valid TrainingJob body (without apiVersion and kind, which the API adds)."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": {"min": 2, "max": 4},
+            "checkpoint": {"dir": "/ckpt"},
+            "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
+            **spec,
+        },
+    }

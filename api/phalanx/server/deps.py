@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
@@ -52,6 +52,14 @@ KubeDep = Annotated[KubeJobs, Depends(get_kube)]
 AuthorizerDep = Annotated[Authorizer, Depends(get_authorizer)]
 SettingsDep = Annotated[ServerSettings, Depends(get_server_settings)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def cached_job(cache: JobCache, namespace: str, name: str) -> dict[str, Any]:
+    """The job from the watch cache, or 404 in the API server's words."""
+    job = cache.get(namespace, name)
+    if job is None:
+        raise HTTPException(404, f'trainingjobs.phalanx.dev "{name}" not found')
+    return dict(job)
 
 
 def allow(authorizer: Authorizer, caller: Caller, action: Action) -> None:

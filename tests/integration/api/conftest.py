@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from kubernetes import client as k8s
 
+from tests.integration.conftest import fresh_namespace
 from tests.support.apiserver import running_api
 
 
@@ -20,8 +20,6 @@ def api_url(kube_client: k8s.ApiClient) -> Iterator[str]:
 
 @pytest.fixture
 def other_namespace(kube_client: k8s.ApiClient) -> Iterator[str]:
-    core = k8s.CoreV1Api(kube_client)
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
+    """A second namespace, where the test's user has no Role."""
+    with fresh_namespace(kube_client) as name:
+        yield name

@@ -11,25 +11,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Any
 
 import httpx
 from kubernetes import client as k8s
 
 from tests.support.controlplane import wait_until
-from tests.support.rbac import grant_jobs, identity
-
-
-def manifest(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": 2, "max": 4},
-            "checkpoint": {"dir": "/ckpt"},
-            "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-            **spec,
-        },
-    }
+from tests.support.rbac import grant_jobs, identity, manifest
 
 
 def test_a_user_with_a_role_in_a_lists_creates_and_scales_there_and_is_403_in_b(

@@ -12,9 +12,8 @@ from kubernetes import client as k8s
 from typer.testing import CliRunner
 
 from phalanx.cli.main import app
-from tests.integration.api.test_auth import manifest
 from tests.support.controlplane import wait_until
-from tests.support.rbac import grant_jobs, identity
+from tests.support.rbac import grant_jobs, identity, manifest
 
 cli = CliRunner()
 

@@ -15,7 +15,15 @@ from pydantic import ValidationError
 from phalanx.models import API_VERSION, KIND, TrainingJob, field_errors
 from phalanx.server import views
 from phalanx.server.auth import Action
-from phalanx.server.deps import AuthorizerDep, CacheDep, CallerDep, KubeDep, SettingsDep, allow
+from phalanx.server.deps import (
+    AuthorizerDep,
+    CacheDep,
+    CallerDep,
+    KubeDep,
+    SettingsDep,
+    allow,
+    cached_job,
+)
 from phalanx.server.schemas import JobDetail, JobList, Problem, ScaleRequest
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -24,13 +32,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 ONE_JOB = {**ERRORS, 404: {"model": Problem, "description": "No such job"}}
 router = APIRouter(prefix="/api/v1", tags=["jobs"], responses=ERRORS)
-
-
-def _cached(cache: CacheDep, namespace: str, name: str) -> dict[str, Any]:
-    job = cache.get(namespace, name)
-    if job is None:
-        raise HTTPException(404, f'trainingjobs.phalanx.dev "{name}" not found')
-    return dict(job)
 
 
 @router.get("/jobs", operation_id="listJobs", response_model=JobList)
@@ -71,7 +72,7 @@ def get_job(
 ) -> JobDetail:
     """A job with its status, conditions, progress, failures and last checkpoint."""
     allow(authorizer, caller, Action("get", namespace, name))
-    return views.detail(_cached(cache, namespace, name))
+    return views.detail(cached_job(cache, namespace, name))
 
 
 def _validated(namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from fastapi.responses import StreamingResponse
 
 from phalanx.server import views
 from phalanx.server.auth import Action
-from phalanx.server.deps import AuthorizerDep, CacheDep, CallerDep, KubeDep, allow
-from phalanx.server.routes.jobs import ONE_JOB, _cached
+from phalanx.server.deps import AuthorizerDep, CacheDep, CallerDep, KubeDep, allow, cached_job
+from phalanx.server.routes.jobs import ONE_JOB
 from phalanx.server.schemas import Checkpoints, EventList, JobEvent
 
 router = APIRouter(prefix="/api/v1/namespaces/{namespace}/jobs/{name}", tags=["observe"])
@@ -57,7 +57,7 @@ def get_job_logs(
     tail_lines: Annotated[int | None, Query(alias="tailLines", ge=1)] = None,
 ) -> StreamingResponse:
     """Logs of node rank `node` of the current epoch (pod `<job>-<epoch>-<node>`)."""
-    status = _cached(cache, namespace, name).get("status") or {}
+    status = cached_job(cache, namespace, name).get("status") or {}
     epoch = status.get("epoch", 0)
     if epoch == 0 or node >= max(status.get("nodes", 0), 1):
         raise HTTPException(404, f"job {name} has no node rank {node} in epoch {epoch}")
@@ -74,7 +74,7 @@ def get_job_checkpoints(
 ) -> Checkpoints:
     """Where the job checkpoints, its retention and cadence, and the newest valid checkpoint."""
     allow(authorizer, caller, Action("get", namespace, name))
-    job = views.detail(_cached(cache, namespace, name))
+    job = views.detail(cached_job(cache, namespace, name))
     checkpoint = job.spec.checkpoint
     return Checkpoints(
         location=checkpoint.url or checkpoint.dir or "",
@@ -117,7 +117,7 @@ def stream_job_progress(
     """Server-sent events: a `progress` event (the job's summary) on every change, until it
     ends."""
     allow(authorizer, caller, Action("watch", namespace, name))
-    _cached(cache, namespace, name)
+    cached_job(cache, namespace, name)
     return StreamingResponse(
         _progress_events(cache, namespace, name), media_type="text/event-stream"
     )
