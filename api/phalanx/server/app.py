@@ -15,7 +15,7 @@ from phalanx.server.auth import Authorizer
 from phalanx.server.cache import JobCache
 from phalanx.server.kube import KubeJobs
 from phalanx.server.metrics import ApiMetrics
-from phalanx.server.routes import health, jobs, observe
+from phalanx.server.routes import health, jobs, observe, web
 from phalanx.server.settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -57,4 +57,5 @@ def create_app(settings: ServerSettings, api: k8s.ApiClient | None = None) -> Fa
     app.include_router(jobs.router)
     app.include_router(observe.router)
     app.include_router(health.router)
+    web.mount(app)
     return app

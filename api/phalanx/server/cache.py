@@ -18,6 +18,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from phalanx.models import GROUP, PLURAL, VERSION
+from phalanx.server.history import JobHistory
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -41,6 +42,8 @@ class JobCache:
         """Set once the first list is in."""
         self.version = 0
         """Bumped on every change (for streams that wait for one)."""
+        self.history = JobHistory()
+        """Each job's trajectory as the watch saw it."""
 
     def start(self) -> None:
         self._thread.start()
@@ -86,6 +89,9 @@ class JobCache:
     def _relist(self) -> str:
         listed: Any = self._custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
         jobs = {_key(item): item for item in listed.get("items", [])}
+        for key, job in jobs.items():
+            self.history.record(key, job)
+        self.history.keep_only(set(jobs))
         with self._changed:
             self._jobs = jobs
             self.version += 1
@@ -114,8 +120,10 @@ class JobCache:
             with self._changed:
                 if kind == "DELETED":
                     self._jobs.pop(_key(item), None)
+                    self.history.forget(_key(item))
                 else:
                     self._jobs[_key(item)] = item
+                    self.history.record(_key(item), item)
                 self.version += 1
                 self._changed.notify_all()
         log.debug("job watch ended after %.0f s; resuming", time.monotonic() - started)

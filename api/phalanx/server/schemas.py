@@ -98,3 +98,23 @@ class Checkpoints(Schema):
 
 class Health(Schema):
     status: str
+
+
+class HistoryPoint(Schema):
+    """The job at one moment: what its status said when the watch saw it change."""
+
+    time: datetime
+    phase: Phase | None = None
+    epoch: int = 0
+    nodes: int = 0
+    world_size: int = 0
+    step: int | None = None
+    samples_per_second: float | None = None
+    loss: float | None = None
+
+
+class JobHistory(Schema):
+    """The job's trajectory since this service started watching (`since`), oldest first."""
+
+    since: datetime
+    points: list[HistoryPoint]

@@ -6,12 +6,6 @@ Scenario 10 of the operator issue. The operator runs as a real process here, so 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,32 +15,7 @@ from phalanx.models.job import GROUP, PLURAL, VERSION
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
-
-
-@contextmanager
-def operator_process(
-    control_plane: ControlPlane, namespace: str, log: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    env = {
-        **os.environ,
-        "PHALANX_OPERATOR_NAMESPACES": json.dumps([namespace]),
-        "PHALANX_OPERATOR_KUBECONFIG": str(control_plane.kubeconfig),
-        "PHALANX_OPERATOR_METRICS_PORT": "0",
-        "PHALANX_OPERATOR_LIVENESS_ENDPOINT": "",
-        "PHALANX_OPERATOR_RESYNC_SECONDS": "5",
-    }
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "phalanx.operator"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+from tests.support.operator_process import operator_process
 
 
 def test_operator_killed_mid_resize_converges(

@@ -14,7 +14,7 @@ from phalanx.server import views
 from phalanx.server.auth import Action
 from phalanx.server.deps import AuthorizerDep, CacheDep, CallerDep, KubeDep, allow, cached_job
 from phalanx.server.routes.jobs import ONE_JOB
-from phalanx.server.schemas import Checkpoints, EventList, JobEvent
+from phalanx.server.schemas import Checkpoints, EventList, HistoryPoint, JobEvent, JobHistory
 
 router = APIRouter(prefix="/api/v1/namespaces/{namespace}/jobs/{name}", tags=["observe"])
 STREAM_HEARTBEAT_SECONDS = 15.0
@@ -81,6 +81,23 @@ def get_job_checkpoints(
         last=job.status.last_checkpoint if job.status else None,
         keep=checkpoint.keep,
         interval_steps=checkpoint.interval_steps,
+    )
+
+
+@router.get("/history", operation_id="getJobHistory", response_model=JobHistory, responses=ONE_JOB)
+def get_job_history(
+    namespace: str, name: str, cache: CacheDep, caller: CallerDep, authorizer: AuthorizerDep
+) -> JobHistory:
+    """Epoch, world size, step, throughput and loss at each status change the service saw: the
+    data behind the web page's timeline and charts."""
+    allow(authorizer, caller, Action("get", namespace, name))
+    cached_job(cache, namespace, name)
+    return JobHistory(
+        since=cache.history.since,
+        points=[
+            HistoryPoint.model_validate(p, from_attributes=True)
+            for p in cache.history.points((namespace, name))
+        ],
     )
 
 
