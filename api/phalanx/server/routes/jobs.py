@@ -31,10 +31,56 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": Problem, "description": "RBAC denies the caller this action"},
 }
 ONE_JOB = {**ERRORS, 404: {"model": Problem, "description": "No such job"}}
+UNREADABLE_BODY = {400: {"model": Problem, "description": "The body is not JSON"}}
+MANIFEST_SCHEMA = {
+    "type": "object",
+    "required": ["metadata", "spec"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": [API_VERSION]},
+        "kind": {"type": "string", "enum": [KIND]},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "maxLength": 63,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                },
+                "namespace": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+        "spec": {"$ref": "#/components/schemas/TrainingJobSpec"},
+    },
+    "example": {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": "llama-pretrain", "labels": {"team": "nlp"}},
+        "spec": {
+            "replicas": {"min": 2, "max": 4},
+            "nprocPerNode": 8,
+            "checkpoint": {"url": "s3://ckpt/llama-pretrain", "intervalSteps": 500},
+            "template": {
+                "spec": {"containers": [{"name": "trainer", "image": "phalanx/trainer:0.1"}]}
+            },
+        },
+    },
+}
+"""The create body as documented: the manifest's shape, so clients can generate code from it.
+The handler still takes any JSON object and validates it itself, to name each refused field."""
 router = APIRouter(prefix="/api/v1", tags=["jobs"], responses=ERRORS)
 
 
-@router.get("/jobs", operation_id="listJobs", response_model=JobList)
+@router.get(
+    "/jobs",
+    operation_id="listJobs",
+    response_model=JobList,
+    responses={
+        400: {"model": Problem, "description": "A labelSelector or continue not understood"}
+    },
+)
 def list_jobs(
     cache: CacheDep,
     caller: CallerDep,
@@ -101,9 +147,11 @@ def _validated(namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
     status_code=status.HTTP_201_CREATED,
     responses={
         **ERRORS,
+        **UNREADABLE_BODY,
         409: {"model": Problem, "description": "A job of that name exists"},
         422: {"model": Problem, "description": "Invalid manifest: each refused field named"},
     },
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": MANIFEST_SCHEMA}}}},
 )
 def create_job(
     namespace: str,
@@ -137,7 +185,11 @@ def delete_job(
     operation_id="scaleJob",
     response_model=JobDetail,
     response_model_exclude_none=True,
-    responses={**ONE_JOB, 422: {"model": Problem, "description": "Outside replicas.min..max"}},
+    responses={
+        **ONE_JOB,
+        **UNREADABLE_BODY,
+        422: {"model": Problem, "description": "Outside replicas.min..max"},
+    },
 )
 def scale_job(
     namespace: str,
