@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 TRAININGJOB_RULES = [
     k8s.V1PolicyRule(
@@ -64,16 +65,20 @@ def grant(
     role: str,
     rules: list[k8s.V1PolicyRule],
 ) -> None:
-    """A Role `role` with `rules` in `namespace`, bound to `who`."""
+    """A Role `role` with `rules` in `namespace` (kept if it exists), bound to `who`."""
     rbac = k8s.RbacAuthorizationV1Api(kube_client)
-    rbac.create_namespaced_role(
-        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name=role), rules=rules)
-    )
+    try:
+        rbac.create_namespaced_role(
+            namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name=role), rules=rules)
+        )
+    except ApiException as error:
+        if error.status != 409:
+            raise
     subject = k8s.RbacV1Subject(kind="ServiceAccount", name=who.name, namespace=who.namespace)
     rbac.create_namespaced_role_binding(
         namespace,
         k8s.V1RoleBinding(
-            metadata=k8s.V1ObjectMeta(name=role),
+            metadata=k8s.V1ObjectMeta(name=f"{role}-{who.name}"),
             role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role),
             subjects=[subject],
         ),

@@ -79,11 +79,17 @@ class KubeJobs:
     def logs(
         self, namespace: str, pod: str, tail_lines: int | None, follow: bool
     ) -> Iterator[bytes]:
+        """The pod's log as it streams. The request is made here, not when the stream is first
+        read, so that a missing pod or a refusal is an HTTP error, not a broken 200 stream."""
         with api_errors():
             response: Any = self.core.read_namespaced_pod_log(
                 pod, namespace, follow=follow, tail_lines=tail_lines, _preload_content=False
             )
-        try:
-            yield from response.stream(4096)
-        finally:
-            response.release_conn()
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                yield from response.stream(4096)
+            finally:
+                response.release_conn()
+
+        return chunks()

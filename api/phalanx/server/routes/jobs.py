@@ -31,7 +31,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": Problem, "description": "RBAC denies the caller this action"},
 }
 ONE_JOB = {**ERRORS, 404: {"model": Problem, "description": "No such job"}}
-UNREADABLE_BODY = {400: {"model": Problem, "description": "The body is not JSON"}}
+UNREADABLE_BODY: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "The body is not JSON"}
+}
 MANIFEST_SCHEMA = {
     "type": "object",
     "required": ["metadata", "spec"],
