@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from phalanx.operator.builder.env import node_pod_name
 from phalanx.server.schemas import JobDetail, JobList, JobSummary
 
 Job = Mapping[str, Any]
@@ -15,6 +16,20 @@ Job = Mapping[str, Any]
 
 class BadSelectorError(ValueError):
     """A labelSelector this API does not understand."""
+
+
+class NoSuchRankError(LookupError):
+    """The job's current epoch has no node of that rank."""
+
+
+def node_pod(job: Job, node: int) -> str:
+    """The pod of node rank `node` in the job's current epoch (`<job>-<epoch>-<node>`, as the
+    operator names it); NoSuchRankError if the epoch has no such rank."""
+    name, status = job["metadata"]["name"], job.get("status") or {}
+    epoch = status.get("epoch", 0)
+    if epoch == 0 or node >= max(status.get("nodes", 0), 1):
+        raise NoSuchRankError(f"job {name} has no node rank {node} in epoch {epoch}")
+    return node_pod_name(name, epoch, node)
 
 
 def _created(meta: Mapping[str, Any]) -> datetime | None:

@@ -57,11 +57,10 @@ def get_job_logs(
     tail_lines: Annotated[int | None, Query(alias="tailLines", ge=1)] = None,
 ) -> StreamingResponse:
     """Logs of node rank `node` of the current epoch (pod `<job>-<epoch>-<node>`)."""
-    status = cached_job(cache, namespace, name).get("status") or {}
-    epoch = status.get("epoch", 0)
-    if epoch == 0 or node >= max(status.get("nodes", 0), 1):
-        raise HTTPException(404, f"job {name} has no node rank {node} in epoch {epoch}")
-    pod = f"{name}-{epoch}-{node}"
+    try:
+        pod = views.node_pod(cached_job(cache, namespace, name), node)
+    except views.NoSuchRankError as error:
+        raise HTTPException(404, str(error)) from error
     allow(authorizer, caller, Action("get", namespace, pod, "pods", "", "log"))
     return StreamingResponse(kube.logs(namespace, pod, tail_lines, follow), media_type="text/plain")
 

@@ -1,0 +1,263 @@
+"""The cluster verbs straight against the kube API with a kubeconfig (no `--server`): a
+service account's kubeconfig, so the real API server's RBAC judges the user's own token.
+
+Covers: submit, list, get, scale (within and outside replicas.min..max), suspend, resume, logs
+(the pod of node rank N in the current epoch, tail and follow, through the API server's log
+proxy to the test's stand-in kubelet), watch and delete, checked against what the API
+server stored; the namespace comes from the kubeconfig context; `get`, `list` and `watch` print
+exactly what they print through the API service; a user without a Role gets exit 1 with the API
+server's 403; `--server` with `--kubeconfig`, or neither, is refused with exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from typer.testing import CliRunner, Result
+
+from phalanx.cli.main import app
+from phalanx.models import GROUP, PLURAL, VERSION
+from tests.support.controlplane import ControlPlane, wait_until
+from tests.support.kubelet_logs import serving_logs
+from tests.support.rbac import Identity, grant, grant_jobs, identity, manifest
+
+cli = CliRunner()
+NO_ENV = {"PHALANX_SERVER": None, "PHALANX_TOKEN": None, "PHALANX_NAMESPACE": None,
+          "KUBECONFIG": None}  # fmt: skip
+LOG_RULES = [k8s.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"])]
+LOG_LINES = ["step 1 loss 2.00", "step 2 loss 1.50", "step 3 loss 1.20"]
+
+
+def run(*args: str) -> Result:
+    """The CLI, with none of the connection variables of the shell running the tests."""
+    return cli.invoke(app, list(args), env=NO_ENV)
+
+
+def user_kubeconfig(plane: ControlPlane, who: Identity, path: Path, namespace: str) -> Path:
+    """A kubeconfig for `who`: the test API server and its CA, the service account's token, and
+    `namespace` as the context's namespace."""
+    cluster = yaml.safe_load(plane.kubeconfig.read_text())["clusters"][0]
+    context = {"cluster": cluster["name"], "user": who.name, "namespace": namespace}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": who.name, "user": {"token": who.token}}],
+        "contexts": [{"name": who.name, "context": context}],
+        "current-context": who.name,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def job_file(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", **manifest(name)}
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def stored(kube_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    job = k8s.CustomObjectsApi(kube_client).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return cast(dict[str, Any], job)
+
+
+def set_status(kube_client: k8s.ApiClient, namespace: str, name: str, **status: Any) -> None:
+    """Play the operator: write the job's status."""
+    k8s.CustomObjectsApi(kube_client).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+    )
+
+
+def test_verbs_with_a_kubeconfig_act_on_the_api_server_as_its_user(
+    api_url: str,
+    kube_client: k8s.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    user = identity(kube_client, namespace, "cli-user")
+    grant_jobs(kube_client, namespace, user)
+    grant(kube_client, namespace, user, "logs", LOG_RULES)
+    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    rest = ["--server", api_url, "--token", user.token, "-n", namespace]
+
+    submitted = run("submit", str(job_file(tmp_path, "kc-job")), *direct, "-o", "json")
+    assert submitted.exit_code == 0, submitted.output
+    assert json.loads(submitted.stdout)["namespace"] == namespace  # the context's namespace
+    assert stored(kube_client, namespace, "kc-job")["spec"]["replicas"] == {"min": 2, "max": 4}
+
+    listed = run("list", *direct, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    assert [j["name"] for j in json.loads(listed.stdout)] == ["kc-job"]
+    got = run("get", "kc-job", *direct, "-o", "json")
+    assert got.exit_code == 0, got.output
+    wait_until(
+        lambda: (
+            run("get", "kc-job", *rest, "-o", "json").stdout == got.stdout
+            and run("list", *rest, "-o", "json").stdout == listed.stdout
+        ),
+        10,
+        "the API service to print the same job (its watch cache follows)",
+    )
+
+    scaled = run("scale", "kc-job", "3", *direct)
+    assert scaled.exit_code == 0, scaled.output
+    assert stored(kube_client, namespace, "kc-job")["spec"]["replicas"]["desired"] == 3
+    out_of_range = run("scale", "kc-job", "9", *direct)
+    assert out_of_range.exit_code == 1
+    assert "422: spec.replicas.desired: " in out_of_range.output
+    assert "(2..4), got 9" in out_of_range.output
+    assert stored(kube_client, namespace, "kc-job")["spec"]["replicas"]["desired"] == 3
+
+    suspended = run("suspend", "kc-job", *direct, "-o", "json")
+    assert suspended.exit_code == 0, suspended.output
+    assert json.loads(suspended.stdout)["spec"]["suspend"] is True
+    assert stored(kube_client, namespace, "kc-job")["spec"]["suspend"] is True
+    resumed = run("resume", "kc-job", *direct)
+    assert resumed.exit_code == 0, resumed.output
+    assert stored(kube_client, namespace, "kc-job")["spec"]["suspend"] is False
+
+    no_epoch = run("logs", "kc-job", *direct)
+    assert no_epoch.exit_code == 1
+    assert "404: job kc-job has no node rank 0 in epoch 0" in no_epoch.output
+    set_status(kube_client, namespace, "kc-job", phase="Running", epoch=2, nodes=2, worldSize=2)
+    no_pod = run("logs", "kc-job", "--node", "1", *direct)  # no kubelet here: no such pod
+    assert no_pod.exit_code == 1
+    assert '404: pods "kc-job-2-1" not found' in no_pod.output
+
+    deleted = run("delete", "kc-job", *direct)
+    assert deleted.exit_code == 0, deleted.output
+    with pytest.raises(ApiException) as gone:
+        stored(kube_client, namespace, "kc-job")
+    assert gone.value.status == 404
+    missing = run("get", "kc-job", *direct)
+    assert missing.exit_code == 1
+    assert '404: trainingjobs.phalanx.dev "kc-job" not found' in missing.output
+
+
+def test_logs_with_a_kubeconfig_read_node_rank_n_of_the_current_epoch(
+    kube_client: k8s.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    user = identity(kube_client, namespace, "reader")
+    grant_jobs(kube_client, namespace, user)
+    grant(kube_client, namespace, user, "logs", LOG_RULES)
+    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    assert run("submit", str(job_file(tmp_path, "logged")), *direct).exit_code == 0
+    set_status(kube_client, namespace, "logged", phase="Running", epoch=3, nodes=2, worldSize=2)
+    core = k8s.CoreV1Api(kube_client)
+    node = f"node-{namespace}"  # nodes are cluster-wide: one per test
+    core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=node)))
+    spec = k8s.V1PodSpec(node_name=node, containers=[k8s.V1Container(name="trainer", image="i")])
+    pods = ("logged-3-0", "logged-3-1", "logged-2-1")
+    for pod in pods:
+        core.create_namespaced_pod(
+            namespace, k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=pod), spec=spec)
+        )
+    try:
+        with serving_logs(core, control_plane.pki, [node]) as kubelet:
+            for pod in pods:
+                kubelet.append(pod, *(f"{pod} {line}" for line in LOG_LINES))
+            tail = run("logs", "logged", "--node", "1", "--tail", "2", *direct)
+            assert tail.exit_code == 0, tail.output
+            assert tail.stdout == "".join(f"logged-3-1 {line}\n" for line in LOG_LINES[-2:])
+            assert any("/logged-3-1/trainer?" in r and "tailLines=2" in r for r in kubelet.requests)
+
+            following: list[Result] = []
+            follower = threading.Thread(
+                target=lambda: following.append(
+                    run("logs", "logged", "-f", "--node", "1", *direct)
+                ),
+                daemon=True,
+            )
+            follower.start()
+            wait_until(lambda: any("follow=true" in r for r in kubelet.requests), 10, "a follow")
+            kubelet.append("logged-3-1", "logged-3-1 done \u2713")  # UTF-8 across the wire
+            kubelet.finish("logged-3-1")
+            follower.join(timeout=20)
+            assert not follower.is_alive(), "logs -f did not end when the container did"
+    finally:  # no kubelet will finish a graceful deletion of these pods: none then
+        for pod in pods:
+            core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
+        core.delete_node(node)
+    assert following[0].exit_code == 0, following[0].output
+    followed = [*(f"logged-3-1 {line}" for line in LOG_LINES), "logged-3-1 done \u2713"]
+    assert following[0].stdout == "".join(f"{line}\n" for line in followed)
+
+
+def test_watch_with_a_kubeconfig_follows_the_job_until_it_ends(
+    api_url: str,
+    kube_client: k8s.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    user = identity(kube_client, namespace, "watcher")
+    grant_jobs(kube_client, namespace, user)
+    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    assert run("submit", str(job_file(tmp_path, "watched")), *direct).exit_code == 0
+    set_status(kube_client, namespace, "watched", phase="Running", epoch=1, nodes=2, worldSize=4)
+    watching: list[Result] = []
+    watcher = threading.Thread(
+        target=lambda: watching.append(run("watch", "watched", *direct)), daemon=True
+    )
+    watcher.start()
+    watcher.join(timeout=2)
+    assert watcher.is_alive(), "watch returned while the job was still running"
+    set_status(kube_client, namespace, "watched", phase="Succeeded", progress={"step": 40})
+    watcher.join(timeout=20)
+    assert not watcher.is_alive(), "watch did not end when the job succeeded"
+    result = watching[0]
+    assert result.exit_code == 0, result.output
+    assert "watched  Succeeded  epoch 1  nodes 2  world 4  step 40  restarts 0" in result.output
+
+    rest = ["--server", api_url, "--token", user.token, "-n", namespace]
+    wait_until(
+        lambda: run("watch", "watched", *rest).output == result.output,
+        10,
+        "the API service's watch to print the same",
+    )
+
+
+def test_a_user_without_a_role_gets_the_api_servers_403(
+    api_url: str,
+    kube_client: k8s.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    user = identity(kube_client, namespace, "nobody")
+    kubeconfig = user_kubeconfig(control_plane, user, tmp_path / "kc", namespace)
+    direct = run("list", "--kubeconfig", str(kubeconfig))
+    assert direct.exit_code == 1
+    assert direct.output.startswith(
+        f'error: 403: trainingjobs.phalanx.dev is forbidden: User "{user.username}" cannot list '
+        f'resource "trainingjobs" in API group "phalanx.dev" in the namespace "{namespace}"'
+    ), direct.output
+    through_service = run("list", "--server", api_url, "--token", user.token, "-n", namespace)
+    assert through_service.output == direct.output
+    submit = run("submit", str(job_file(tmp_path, "denied")), "--kubeconfig", str(kubeconfig))
+    assert submit.exit_code == 1
+    assert f'User "{user.username}" cannot create resource "trainingjobs"' in submit.output
+
+
+def test_connection_flags_that_conflict_or_are_missing_are_exit_2(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    both = run("list", "--server", "http://localhost:1", "--kubeconfig", str(kubeconfig))
+    assert both.exit_code == 2
+    assert "--server" in both.output
+    assert "--kubeconfig" in both.output
+    neither = cli.invoke(app, ["list"], env={**NO_ENV, "HOME": str(tmp_path)})
+    assert neither.exit_code == 2
+    assert "pass --server URL" in neither.output
+    assert "--kubeconfig PATH" in neither.output
