@@ -38,7 +38,7 @@ from phalanx.server.schemas import JobDetail, JobList, JobSummary
 if TYPE_CHECKING:
     from phalanx.cli.kubedirect import DirectClient
 
-EXIT_API_ERROR, EXIT_BAD_FLAGS = 1, 2
+EXIT_API_ERROR, EXIT_BAD_FLAGS, EXIT_INTERRUPTED = 1, 2, 130
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
 Server = Annotated[
@@ -200,6 +200,8 @@ def connect(
     except httpx.TransportError as error:
         Console(stderr=True).print(f"error: cannot reach {where}: {error}", markup=False)
         raise typer.Exit(EXIT_API_ERROR) from error
+    except KeyboardInterrupt:  # Ctrl-C ends `watch` and `logs -f`: the usual way out, no trace
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _print_job(job: JobDetail, output: str) -> None:
