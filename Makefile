@@ -85,7 +85,7 @@ verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the mo
 ##@ Bench
 
 .PHONY: bench
-bench: bench-controlplane bench-checkpoint bench-recovery ## Run every benchmark (results in bench/results/)
+bench: bench-controlplane bench-checkpoint bench-recovery bench-api ## Run every benchmark (results in bench/results/)
 
 .PHONY: bench-controlplane
 bench-controlplane: $(SETUP) binaries ## Operator at scale: 200 jobs x 8 pods on the real API server
@@ -98,6 +98,10 @@ bench-checkpoint: $(SETUP) ## Training time blocked by an async vs a sync checkp
 .PHONY: bench-recovery
 bench-recovery: $(SETUP) ## Local backend: time to recover from a killed node, goodput with failures
 	$(PYTHON) -m bench.recovery
+
+.PHONY: bench-api
+bench-api: $(SETUP) binaries ## API service: list/get latency and req/s from its cache vs the kube API (1000 jobs)
+	$(PYTHON) -m bench.api
 
 ##@ Help
 

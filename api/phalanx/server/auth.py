@@ -3,9 +3,10 @@
 Authentication: the caller's bearer token goes to a TokenReview; the API server says who it is
 (user, groups, uid, extra), the same for a person's OIDC token as for a service-account token.
 Authorisation: every action is a SubjectAccessReview for that identity (verb, resource,
-subresource, namespace, name), so RBAC decides, never the service's own broad rights; a denial is
-a 403 in the API server's words. Both answers are cached briefly, keyed by a hash of the token
-and by the identity and action, so that reads served from the watch cache stay fast.
+subresource, namespace, then name if needed), so RBAC decides, never the service's own broad
+rights; a denial is a 403 in the API server's words. Both answers are cached briefly, keyed by a
+hash of the token and by the identity and action, so that reads served from the watch cache stay
+fast.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from kubernetes import client as k8s
@@ -112,12 +113,22 @@ class Authorizer:
         return caller
 
     def authorize(self, caller: Caller, action: Action) -> None:
+        """ForbiddenError unless RBAC allows it. An action on one named object is first asked
+        without the name: a Role that allows it for every object in the namespace (the usual
+        case) then answers for all of them from one cached review, so a page that reads many
+        jobs does not cost a review per job. Roles limited by resourceNames still get a review
+        of the name."""
         if caller.service_credentials:
             return
-        key = repr((caller, action))
-        allowed, reason = self._decisions.get_or(key, lambda: self._access(caller, action))
+        if action.name is not None and self._decide(caller, replace(action, name=None))[0]:
+            return
+        allowed, reason = self._decide(caller, action)
         if not allowed:
             raise ForbiddenError(action.forbidden_message(caller, reason))
+
+    def _decide(self, caller: Caller, action: Action) -> tuple[bool, str]:
+        key = repr((caller, action))
+        return self._decisions.get_or(key, lambda: self._access(caller, action))
 
     def _review(self, token: str) -> Caller | None:
         review = self._authn.create_token_review(

@@ -16,7 +16,7 @@ import httpx
 from kubernetes import client as k8s
 
 from tests.support.controlplane import wait_until
-from tests.support.rbac import grant_jobs, identity, manifest
+from tests.support.rbac import grant, grant_jobs, identity, manifest
 
 
 def test_a_user_with_a_role_in_a_lists_creates_and_scales_there_and_is_403_in_b(
@@ -102,3 +102,30 @@ def test_phalanx_openapi_prints_the_served_document(api_url: str) -> None:
     operations = {op["operationId"] for path in served["paths"].values() for op in path.values()}
     assert {"listJobs", "getJob", "createJob", "deleteJob", "scaleJob", "suspendJob", "resumeJob",
             "listJobEvents", "getJobLogs", "getJobCheckpoints", "streamJobProgress"} <= operations  # fmt: skip
+
+
+def test_a_role_limited_to_one_job_by_name_reads_that_job_only(
+    api_url: str, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    """RBAC resourceNames hold: the namespace-wide review fails, the one for the name decides."""
+    admin = identity(kube_client, namespace, "admin")
+    grant_jobs(kube_client, namespace, admin)
+    one = identity(kube_client, namespace, "one-job")
+    only_mine = k8s.V1PolicyRule(
+        api_groups=["phalanx.dev"], resources=["trainingjobs"], verbs=["get"],
+        resource_names=["mine"],
+    )  # fmt: skip
+    grant(kube_client, namespace, one, "only-mine", [only_mine])
+    jobs = f"{api_url}/api/v1/namespaces/{namespace}/jobs"
+    for name in ("mine", "theirs"):
+        created = httpx.post(jobs, json=manifest(name), headers=admin.headers, timeout=10)
+        assert created.status_code == 201, created.text
+    wait_until(
+        lambda: httpx.get(f"{jobs}/theirs", headers=admin.headers).status_code == 200,
+        10,
+        "both jobs in the cache",
+    )
+    assert httpx.get(f"{jobs}/mine", headers=one.headers).status_code == 200
+    theirs = httpx.get(f"{jobs}/theirs", headers=one.headers)
+    assert theirs.status_code == 403
+    assert 'cannot get resource "trainingjobs"' in theirs.json()["detail"]

@@ -1,0 +1,699 @@
+"""API service benchmark: list and get from its watch cache vs the same reads from the kube API.
+
+Why: the API service answers reads from a watch cache so that a page of jobs costs a dictionary
+scan, not a read and decode in the API server and etcd. This measures that claim with N
+TrainingJobs (1 000 by default) on the real API server, side by side with a direct kube-API read
+of the same objects by the same caller.
+
+How: etcd + kube-apiserver start on loopback with the shipped CRD, N jobs are created in one
+namespace, and the API service starts as its own process (`python -m phalanx.server`, so the load
+generator does not share its GIL) and is waited for until its cache holds all N. Before timing,
+both sides must agree (the first page's names, one job's uid), and the kube-apiserver's own
+request counter must show no LIST of trainingjobs while the service answers lists. The caller is a
+service account with a Role on trainingjobs in that namespace and a token from TokenRequest; the
+same bearer token goes to both targets. The service keeps its default caches (a TokenReview is
+reused for `authn_cache_seconds`, a SubjectAccessReview for `authz_cache_seconds`), so the steady
+state is measured, with the periodic review in the tail. One keep-alive httpx client per target
+(per thread under concurrency), HTTP/1.1 on both sides. A request is timed from send to the
+last byte of the body; JSON decode is outside the timing on both sides, except in the full-list
+walk, where each page is decoded on both sides to read its continue token.
+
+Series, each after a warm-up and interleaved in rounds (targets in rotated order each round) so
+that noise hits both sides alike: a page of `--page` jobs, one job, a different job per request
+(a name not asked before each time: the namespace-wide RBAC decision covers it), and the
+full list of N jobs; list and get again with `--concurrency` client threads. Reported: p50, p99
+(nearest rank), mean, requests/s, CPU per request of the servers (API service + kube-apiserver +
+etcd, from /proc) and of the load generator, and the ratios. Default run: under 2 minutes on 2
+cores.
+
+Usage: python -m bench.api [--jobs 1000] [--requests 50] [--rounds 10] [--concurrency 8]
+                           [--out bench/results/api.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import platform
+import re
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from phalanx.kubeconfig import load_configuration
+from phalanx.models.job import GROUP, PLURAL, VERSION
+from phalanx.server.settings import ServerSettings
+from tests.integration.operator.conftest import training_job
+from tests.support.controlplane import ControlPlane, free_port, running_control_plane, wait_until
+from tests.support.rbac import Identity, grant_jobs, identity
+
+NAMESPACE = "bench"
+SERVER_PROCESSES = ("etcd", "kube-apiserver")
+"""Besides the API service: whose CPU counts as serving (the controller manager does not)."""
+KUBE_PAGE = 500
+"""Page size of the full list (kubectl's default chunk size; the API's page_size_max)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One logical request: whether it answered as expected, and the bytes it carried."""
+
+    ok: bool
+    size: int
+    problem: str = ""
+
+
+Op = Callable[[httpx.Client, int], Outcome]
+"""A request (or a walk over pages) on a client; the int numbers the request within its target."""
+
+
+@dataclass(frozen=True)
+class Target:
+    operation: str
+    side: str
+    """"API" (the service) or "kube" (the API server directly)."""
+    op: Op
+
+
+@dataclass
+class Series:
+    """What one target measured in one mode, summed over rounds."""
+
+    latencies: list[float] = field(default_factory=list)
+    wall: float = 0.0
+    cpu: float = 0.0
+    """Server CPU seconds: the API service, kube-apiserver and etcd."""
+    client_cpu: float = 0.0
+    """The load generator's CPU seconds."""
+    size: int = 0
+    errors: int = 0
+    problem: str = ""
+
+    def add(self, seconds: float, outcome: Outcome) -> None:
+        self.latencies.append(seconds)
+        self.size += outcome.size
+        if not outcome.ok:
+            self.errors += 1
+            self.problem = self.problem or outcome.problem
+
+    def quantile(self, q: float) -> float:
+        """Nearest rank: the smallest latency with at least q of them at or below it."""
+        ordered = sorted(self.latencies)
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall if self.wall else 0.0
+
+
+def fetch(path: str) -> Op:
+    """GET `path` (the request number is ignored)."""
+
+    def op(client: httpx.Client, _: int) -> Outcome:
+        response = client.get(path)
+        return Outcome(response.status_code == 200, len(response.content), _problem(response))
+
+    return op
+
+
+def fetch_each(path_of: Callable[[int], str]) -> Op:
+    """GET a different path per request."""
+    return lambda client, i: fetch(path_of(i))(client, i)
+
+
+def walk(
+    path: str,
+    query: dict[str, str],
+    limit: int,
+    token_of: Callable[[dict[str, Any]], str | None],
+    n: int,
+) -> Op:
+    """Every page of `path`, `limit` at a time; fails unless the pages hold `n` items."""
+
+    def op(client: httpx.Client, _: int) -> Outcome:
+        token, items, size = None, 0, 0
+        while True:
+            params = {**query, "limit": str(limit), **({"continue": token} if token else {})}
+            response = client.get(path, params=params)
+            size += len(response.content)
+            if response.status_code != 200:
+                return Outcome(False, size, _problem(response))
+            body = response.json()
+            items += len(body["items"])
+            token = token_of(body)
+            if not token:
+                return Outcome(items == n, size, f"{items} items, not {n}")
+
+    return op
+
+
+def _problem(response: httpx.Response) -> str:
+    return "" if response.status_code == 200 else f"{response.status_code}: {response.text[:300]}"
+
+
+def server_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the serving processes have used so far."""
+    ticks = 0
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rfind(")") + 2 :].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def run_sequential(target: Target, client: httpx.Client, n: int, start: int, into: Series) -> None:
+    for i in range(start, start + n):
+        began = time.perf_counter()
+        outcome = target.op(client, i)
+        into.add(time.perf_counter() - began, outcome)
+
+
+def run_concurrent(
+    target: Target, clients: list[httpx.Client], n: int, start: int, into: Series
+) -> None:
+    per = math.ceil(n / len(clients))
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        mine = Series()
+        run_sequential(target, clients[k], per, start + k * per, mine)
+        with lock:
+            into.latencies.extend(mine.latencies)
+            into.size += mine.size
+            into.errors += mine.errors
+            into.problem = into.problem or mine.problem
+
+    with ThreadPoolExecutor(len(clients)) as pool:
+        list(pool.map(worker, range(len(clients))))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure, and whose CPU to count."""
+
+    requests: int
+    """Per target and round."""
+    rounds: int
+    warmup: int
+    """Requests per target before the first round, not counted."""
+    pids: list[int]
+
+
+def measure(
+    targets: list[Target],
+    clients: dict[str, list[httpx.Client]],
+    plan: Plan,
+    concurrent: bool = False,
+) -> dict[Target, Series]:
+    """Warm up every target, then `plan.rounds` rounds of `plan.requests` each, the targets in
+    rotated order each round."""
+    results = {t: Series() for t in targets}
+    done = dict.fromkeys(targets, 0)
+    pids = plan.pids
+
+    def one(target: Target, n: int, into: Series) -> None:
+        if concurrent:
+            run_concurrent(target, clients[target.side], n, done[target], into)
+            done[target] += math.ceil(n / len(clients[target.side])) * len(clients[target.side])
+        else:
+            run_sequential(target, clients[target.side][0], n, done[target], into)
+            done[target] += n
+
+    for target in targets:
+        one(target, plan.warmup, Series())
+    for r in range(plan.rounds):
+        for target in targets[r % len(targets) :] + targets[: r % len(targets)]:
+            into = results[target]
+            cpu, mine, began = server_cpu(pids), time.process_time(), time.perf_counter()
+            one(target, plan.requests, into)
+            into.wall += time.perf_counter() - began
+            into.cpu += server_cpu(pids) - cpu
+            into.client_cpu += time.process_time() - mine
+    return results
+
+
+@contextlib.contextmanager
+def running_service(settings: ServerSettings, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m phalanx.server` with `settings` in its environment, stopped on exit."""
+    env = {
+        **os.environ,
+        "PHALANX_API_KUBECONFIG": str(settings.kubeconfig),
+        "PHALANX_API_HOST": settings.host,
+        "PHALANX_API_PORT": str(settings.port),
+    }
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "phalanx.server"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def create_jobs(api: k8s.ApiClient, n: int) -> list[str]:
+    """`n` TrainingJobs job-0000... in NAMESPACE, 8 at a time; their names."""
+    custom = k8s.CustomObjectsApi(api)
+    names = [f"job-{i:04d}" for i in range(n)]
+
+    def create(name: str) -> None:
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, NAMESPACE, PLURAL, training_job(name)
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, names))
+    return names
+
+
+def wait_for_cache(api: httpx.Client, proc: subprocess.Popen[bytes], n: int, log: Path) -> None:
+    """Until /readyz is 200 and a list shows all `n` jobs."""
+
+    def holds_all() -> bool:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"the API service exited with {proc.returncode}:\n{tail}")
+        try:
+            if api.get("/readyz").status_code != 200:
+                return False
+            page = api.get("/api/v1/jobs", params={"namespace": NAMESPACE, "limit": 1})
+        except httpx.TransportError:
+            return False
+        body = page.json() if page.status_code == 200 else {}
+        return bool(body) and len(body["items"]) + body["remaining"] == n
+
+    wait_until(holds_all, 120, f"the API service's cache to hold {n} jobs", interval=0.2)
+
+
+def check_agreement(api: httpx.Client, kube: httpx.Client, page: int, name: str) -> str:
+    """The first page of names and one job's uid, from both sides; raises if they differ."""
+    mine = api.get("/api/v1/jobs", params={"namespace": NAMESPACE, "limit": page}).json()
+    theirs = kube.get(kube_jobs(), params={"limit": page}).json()
+    api_names = [j["name"] for j in mine["items"]]
+    kube_names = [j["metadata"]["name"] for j in theirs["items"]]
+    if api_names != kube_names:
+        if sorted(api_names) != sorted(kube_names):
+            raise AssertionError(f"first pages differ: {api_names[:5]}... vs {kube_names[:5]}...")
+        order = "same names, different order"
+    else:
+        order = "same names, same order"
+    uid = api.get(f"/api/v1/namespaces/{NAMESPACE}/jobs/{name}").json()["uid"]
+    kube_uid = kube.get(f"{kube_jobs()}/{name}").json()["metadata"]["uid"]
+    if uid != kube_uid:
+        raise AssertionError(f"{name}: uid {uid} from the API, {kube_uid} from kube")
+    return f"first page of {page}: {order}; {name}: same uid"
+
+
+def kube_requests(plane: ControlPlane) -> Counter[tuple[str, str]]:
+    """Requests the kube-apiserver has served so far, by (resource, verb), from its metrics."""
+    pki = plane.pki
+    tls = ssl.create_default_context(cafile=str(pki.ca_cert))
+    tls.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+    text = httpx.get(f"{plane.server}/metrics", verify=tls, timeout=30).text
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            counts[labels.get("resource", ""), labels.get("verb", "")] += int(
+                float(line.rsplit(" ", 1)[1])
+            )
+    return counts
+
+
+def cache_probe(plane: ControlPlane, api: httpx.Client, page: int, n: int = 100) -> str:
+    """What the kube-apiserver served while the API service answered `n` lists: the lists must
+    come from the cache, so no LIST of trainingjobs may reach it."""
+    before = kube_requests(plane)
+    if not before[PLURAL, "LIST"]:  # the cache's first list and check_agreement's came before
+        raise AssertionError("no LIST of trainingjobs in the apiserver's metrics: parse failed")
+    for _ in range(n):
+        api.get("/api/v1/jobs", params={"namespace": NAMESPACE, "limit": page}).raise_for_status()
+    after = kube_requests(plane)
+    lists = after[PLURAL, "LIST"] - before[PLURAL, "LIST"]
+    reviews = after["subjectaccessreviews", "POST"] - before["subjectaccessreviews", "POST"]
+    tokens = after["tokenreviews", "POST"] - before["tokenreviews", "POST"]
+    if lists:
+        raise AssertionError(f"{lists} LISTs of {PLURAL} reached the API server during {n} lists")
+    return (
+        f"while the service answered {n} lists, the kube-apiserver served 0 LISTs of {PLURAL}, "
+        f"{reviews} SubjectAccessReviews and {tokens} TokenReviews"
+    )
+
+
+def kube_jobs() -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
+
+
+def targets(names: list[str], page: int) -> dict[str, list[Target]]:
+    """The series, each a list of targets measured side by side."""
+    n, api_jobs, kube_list = len(names), "/api/v1/jobs", kube_jobs()
+    in_namespace = {"namespace": NAMESPACE}
+
+    def api_job(i: int) -> str:
+        return f"/api/v1/namespaces/{NAMESPACE}/jobs/{names[i % n]}"
+
+    def kube_job(i: int) -> str:
+        return f"{kube_list}/{names[i % n]}"
+
+    def api_token(body: dict[str, Any]) -> str | None:
+        return str(body["continue"]) if body.get("continue") else None
+
+    def kube_token(body: dict[str, Any]) -> str | None:
+        return str(body["metadata"]["continue"]) if body["metadata"].get("continue") else None
+
+    listing, each, whole = f"list, limit={page}", "get, a new job each time", f"all {n}, pages of"
+    return {
+        "list": [
+            Target(listing, "API", fetch(f"{api_jobs}?namespace={NAMESPACE}&limit={page}")),
+            Target(listing, "kube", fetch(f"{kube_list}?limit={page}")),
+        ],
+        "get": [
+            Target("get one job", "API", fetch(api_job(n // 2))),
+            Target("get one job", "kube", fetch(kube_job(n // 2))),
+        ],
+        "get-each": [
+            Target(each, "API", fetch_each(api_job)),
+            Target(each, "kube", fetch_each(kube_job)),
+        ],
+        "full": [
+            Target(f"{whole} {page}", "API", walk(api_jobs, in_namespace, page, api_token, n)),
+            Target(
+                f"{whole} {KUBE_PAGE}", "API", walk(api_jobs, in_namespace, KUBE_PAGE, api_token, n)
+            ),
+            Target(f"{whole} {KUBE_PAGE}", "kube", walk(kube_list, {}, KUBE_PAGE, kube_token, n)),
+        ],
+    }
+
+
+def kube_client_for(plane: ControlPlane, who: Identity) -> Callable[[], httpx.Client]:
+    """Clients of the API server (URL and CA from the kubeconfig) that present `who`'s token."""
+    conf = load_configuration(plane.kubeconfig)
+    tls = ssl.create_default_context(cafile=conf.ssl_ca_cert)
+    return lambda: httpx.Client(base_url=conf.host, verify=tls, headers=who.headers, timeout=60)
+
+
+def machine() -> str:
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")), 0)
+    return (
+        f"{platform.node()}: {platform.platform()}, {os.cpu_count()} CPUs, "
+        f"{total / 1024**2:.1f} GiB memory, Python {platform.python_version()}"
+    )
+
+
+def load_average() -> str:
+    """The 1-minute load average: other work on the machine skews every number here."""
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def versions(plane: ControlPlane, kube: httpx.Client) -> str:
+    apiserver = kube.get("/version").json().get("gitVersion", "?")
+    etcd = subprocess.run(
+        [str(plane.bin_dir / "etcd"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.split("\n")[0]
+    return f"kube-apiserver {apiserver}, {etcd.lower().replace(' version:', '')}"
+
+
+def row(target: Target, series: Series) -> str:
+    n = len(series.latencies)
+    mean = sum(series.latencies) / n
+    return (
+        f"| {target.operation} | {target.side} | {series.quantile(0.5) * 1000:.2f} ms "
+        f"| {series.quantile(0.99) * 1000:.2f} ms | {mean * 1000:.2f} ms | {series.rate:.0f} "
+        f"| {series.cpu / n * 1000:.2f} ms | {series.client_cpu / n * 1000:.2f} ms "
+        f"| {series.size / n / 1024:.1f} KiB | {n} "
+        f"| {series.errors} |"
+    )
+
+
+def table(results: dict[Target, Series]) -> str:
+    head = (
+        "| operation | target | p50 | p99 | mean | req/s | server CPU / req | client CPU / req "
+        "| response | requests | errors |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    return head + "\n".join(row(t, s) for t, s in results.items())
+
+
+def ratios(results: dict[Target, Series]) -> list[tuple[str, float, float, float]]:
+    """(operation, p50 kube/API, p99 kube/API, req/s API/kube) for each kube target, against
+    the API target of the same operation."""
+    out = []
+    for kube_target, kube in results.items():
+        if kube_target.side != "kube":
+            continue
+        api = next(
+            s
+            for t, s in results.items()
+            if t.side == "API" and t.operation == kube_target.operation
+        )
+        p50, p99 = kube.quantile(0.5) / api.quantile(0.5), kube.quantile(0.99) / api.quantile(0.99)
+        out.append((kube_target.operation, p50, p99, api.rate / kube.rate))
+    return out
+
+
+def ratio_table(sections: dict[str, dict[Target, Series]]) -> str:
+    lines = [
+        "| operation | mode | p50 kube / API | p99 kube / API | req/s API / kube |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for mode, results in sections.items():
+        for operation, p50, p99, rate in ratios(results):
+            lines.append(f"| {operation} | {mode} | {p50:.1f}x | {p99:.1f}x | {rate:.1f}x |")
+    return "\n".join(lines)
+
+
+def findings(
+    sequential: dict[Target, Series],
+    full: dict[Target, Series],
+    concurrent: dict[Target, Series],
+    concurrency: int,
+) -> str:
+    """The measured numbers and ratios, in words: one line per operation."""
+
+    def pick(results: dict[Target, Series], side: str, operation: str = "") -> Series:
+        return next(
+            s
+            for t, s in results.items()
+            if t.side == side and t.operation == (operation or t.operation)
+        )
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1000:.1f} ms"
+
+    lines = []
+    for operation in (next(iter(sequential)).operation, "get one job"):
+        api, kube = pick(sequential, "API", operation), pick(sequential, "kube", operation)
+        api_c, kube_c = pick(concurrent, "API", operation), pick(concurrent, "kube", operation)
+        lines.append(
+            f"- {operation}: p50 {ms(api.quantile(0.5))} from the service's cache vs "
+            f"{ms(kube.quantile(0.5))} from the kube API (kube / API "
+            f"{kube.quantile(0.5) / api.quantile(0.5):.1f}x), p99 {ms(api.quantile(0.99))} vs "
+            f"{ms(kube.quantile(0.99))}; {api.rate:.0f} vs {kube.rate:.0f} req/s from one client, "
+            f"{api_c.rate:.0f} vs {kube_c.rate:.0f} req/s from {concurrency}; server CPU "
+            f"{ms(api.cpu / len(api.latencies))} vs {ms(kube.cpu / len(kube.latencies))} "
+            "per request."
+        )
+    each = "get, a new job each time"
+    api, kube = pick(sequential, "API", each), pick(sequential, "kube", each)
+    lines.append(
+        f"- {each}: p50 {ms(api.quantile(0.5))} vs {ms(kube.quantile(0.5))} (kube / API "
+        f"{kube.quantile(0.5) / api.quantile(0.5):.1f}x): another job per request, under the "
+        "one cached namespace-wide RBAC decision."
+    )
+    kube = pick(full, "kube")
+    walks = ", ".join(
+        f"{ms(s.quantile(0.5))} in {t.operation.split(', ')[1]}"
+        for t, s in full.items()
+        if t.side == "API"
+    )
+    lines.append(
+        f"- every job, page after page: p50 {walks} from the service vs "
+        f"{ms(kube.quantile(0.5))} from the kube API (pages of {KUBE_PAGE})."
+    )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the run started with, for the report."""
+
+    about: str
+    created: float
+    filled: float
+    agreement: str
+    from_cache: str
+    settings: ServerSettings
+    served_5xx: int
+    load: str
+
+
+def render(
+    args: argparse.Namespace,
+    setup: Setup,
+    sequential: dict[Target, Series],
+    full: dict[Target, Series],
+    concurrent: dict[Target, Series],
+    full_walks: int,
+) -> str:
+    command = (
+        f"python -m bench.api --jobs {args.jobs} --requests {args.requests} "
+        f"--rounds {args.rounds} --concurrency {args.concurrency} --warmup {args.warmup} "
+        f"--page {args.page}"
+    )
+    errors = [
+        f"{t.side} {t.operation}: {s.errors} errors, the first: {s.problem}"
+        for results in (sequential, full, concurrent)
+        for t, s in results.items()
+        if s.errors
+    ]
+    rounds = f"{args.rounds} rounds x {args.requests} requests per target"
+    both = {"sequential": sequential | full, f"{args.concurrency} clients": concurrent}
+    return f"""# API service: reads from its cache vs the kube API
+
+Measured {datetime.now(UTC):%Y-%m-%d} on {machine()}; {setup.about}, all on loopback. \
+Command: `{command}`
+
+{args.jobs} TrainingJobs in one namespace, created in {setup.created:.1f} s (8 client threads). \
+The API service, its own process, answered with all {args.jobs} from its cache \
+{setup.filled:.1f} s after it started. Caller: a service account with a Role on trainingjobs in \
+the namespace; the same token goes to both sides. The service's caches are at their defaults: \
+a TokenReview is reused for {setup.settings.authn_cache_seconds:g} s and a SubjectAccessReview \
+for {setup.settings.authz_cache_seconds:g} s, so this is the steady state, with one review per \
+period in the tail. Answers agree: {setup.agreement}. From the cache: {setup.from_cache}.
+
+## One client per side ({rounds})
+
+{table(sequential)}
+
+## Every job, page after page (one client, {args.rounds} rounds x {full_walks} walks per target; \
+a walk counts as one request)
+
+{table(full)}
+
+## {args.concurrency} clients per side ({args.rounds} rounds x {args.concurrency} clients x \
+{math.ceil(args.requests / args.concurrency)} requests per target)
+
+{table(concurrent)}
+
+## Ratios
+
+{ratio_table(both)}
+
+## What this shows
+
+{findings(sequential, full, concurrent, args.concurrency)}
+
+How it is measured: a request is timed from sending to the body's last byte, over a keep-alive \
+HTTP/1.1 connection (plain HTTP to the service, TLS to the kube API); JSON decode is not timed, \
+except in the page-after-page walk, where both sides decode each page for its continue token. \
+The two sides do not send the same bytes: the service answers with job summaries, the kube API \
+with whole objects (the response column). Server CPU / req is the user + system time of the API \
+service, kube-apiserver and etcd over a series, per request; the service's side includes the \
+reviews it asks the API server for. "get, a new job each time" names another job in every \
+request; the service's cached namespace-wide RBAC decision covers every name, so this shows \
+whether a page that reads many jobs pays a review per job. The load generator, the service, kube-apiserver and etcd share the machine's \
+{os.cpu_count()} CPUs (1-minute load average {setup.load}). The service runs as `phalanx-api` \
+does (one uvicorn worker, access log on).
+
+5xx in the service's access log: {setup.served_5xx}. \
+{"Errors: " + "; ".join(errors) if errors else "No request failed."}
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=50, help="per target and round")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=20, help="requests per target, discarded")
+    parser.add_argument("--page", type=int, default=100, help="the list's limit")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/api.md"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        plane = stack.enter_context(running_control_plane(Path(tmp) / "plane"))
+        admin = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
+        stack.callback(admin.close)
+        k8s.CoreV1Api(admin).create_namespace(
+            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE))
+        )
+        began = time.monotonic()
+        names = create_jobs(admin, args.jobs)
+        created = time.monotonic() - began
+        reader = identity(admin, NAMESPACE, "bench-reader")
+        grant_jobs(admin, NAMESPACE, reader)
+
+        settings = ServerSettings(kubeconfig=plane.kubeconfig, host="127.0.0.1", port=free_port())
+        log = Path(tmp) / "phalanx-api.log"
+        began = time.monotonic()
+        service = stack.enter_context(running_service(settings, log))
+        url = f"http://{settings.host}:{settings.port}"
+
+        def api_client() -> httpx.Client:
+            return httpx.Client(base_url=url, headers=reader.headers, timeout=60)
+
+        kube_client = kube_client_for(plane, reader)
+        clients = {
+            side: [stack.enter_context(make()) for _ in range(max(1, args.concurrency))]
+            for side, make in (("API", api_client), ("kube", kube_client))
+        }
+        wait_for_cache(clients["API"][0], service, args.jobs, log)
+        filled = time.monotonic() - began
+        log_offset = log.stat().st_size  # 503s from /readyz before the cache filled do not count
+        agreement = check_agreement(clients["API"][0], clients["kube"][0], args.page, names[0])
+        from_cache = cache_probe(plane, clients["API"][0], args.page)
+        pids = [service.pid] + [
+            pid
+            for pid in plane.pids
+            if Path(f"/proc/{pid}/comm").read_text().strip() in SERVER_PROCESSES
+        ]
+
+        load_before = load_average()
+        series = targets(names, args.page)
+        plan = Plan(args.requests, args.rounds, args.warmup, pids)
+        sequential: dict[Target, Series] = {}
+        for name in ("list", "get", "get-each"):
+            sequential |= measure(series[name], clients, plan)
+        full_plan = Plan(max(1, args.requests // 10), args.rounds, 2, pids)
+        full = measure(series["full"], clients, full_plan)
+        concurrent: dict[Target, Series] = {}
+        for name in ("list", "get"):
+            concurrent |= measure(series[name], clients, plan, concurrent=True)
+        served_5xx = sum(
+            1 for line in log.read_bytes()[log_offset:].decode().splitlines() if '" 5' in line
+        )
+        about = versions(plane, clients["kube"][0])
+        load = f"{load_before} before the first series, {load_average()} after the last"
+        setup = Setup(about, created, filled, agreement, from_cache, settings, served_5xx, load)
+    report = render(args, setup, sequential, full, concurrent, full_plan.requests)
+    print(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report)
+    failed = any(s.errors for r in (sequential, full, concurrent) for s in r.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
