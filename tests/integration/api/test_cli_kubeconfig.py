@@ -22,6 +22,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from typer.testing import CliRunner, Result
 
+from phalanx.cli.kubedirect import DirectClient
 from phalanx.cli.main import app
 from phalanx.models import GROUP, PLURAL, VERSION
 from tests.support.controlplane import ControlPlane, wait_until
@@ -206,17 +207,16 @@ def test_watch_with_a_kubeconfig_follows_the_job_until_it_ends(
     direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
     assert run("submit", str(job_file(tmp_path, "watched")), *direct).exit_code == 0
     set_status(kube_client, namespace, "watched", phase="Running", epoch=1, nodes=2, worldSize=4)
-    watching: list[Result] = []
-    watcher = threading.Thread(
-        target=lambda: watching.append(run("watch", "watched", *direct)), daemon=True
-    )
-    watcher.start()
-    watcher.join(timeout=2)
-    assert watcher.is_alive(), "watch returned while the job was still running"
-    set_status(kube_client, namespace, "watched", phase="Succeeded", progress={"step": 40})
-    watcher.join(timeout=20)
-    assert not watcher.is_alive(), "watch did not end when the job succeeded"
-    result = watching[0]
+    with DirectClient.from_kubeconfig(direct[1], None, namespace) as jobs:
+        progress = jobs.progress("watched")
+        first = next(progress)  # read before the change below; the watch resumes from that read
+        assert first is not None
+        assert (first.phase, first.epoch) == ("Running", 1)
+        set_status(kube_client, namespace, "watched", phase="Succeeded", progress={"step": 40})
+        rest_of_it = list(progress)  # ends by itself once the job has ended
+    assert [(s.phase, s.step) for s in rest_of_it if s is not None] == [("Succeeded", 40)]
+
+    result = run("watch", "watched", *direct)
     assert result.exit_code == 0, result.output
     assert "watched  Succeeded  epoch 1  nodes 2  world 4  step 40  restarts 0" in result.output
 
