@@ -23,7 +23,8 @@ def test_unmodified_torchrun_script_runs_under_two_agents(tmp_path: Path) -> Non
     command = [sys.executable, str(SCRIPTS / "plain_ddp.py"), str(tmp_path)]
     nodes = [start_node(tmp_path / f"node{r}", 2, epoch=0, command=command, nnodes=2, node_rank=r, master_port=port)
              for r in range(2)]  # fmt: skip
-    assert [node.wait() for node in nodes] == [0, 0]
+    codes = [node.wait() for node in nodes]
+    assert codes == [0, 0], "\n".join(node.log.read_text()[-2000:] for node in nodes)
     lines = {p.name: p.read_text().split() for p in tmp_path.glob("rank-*")}
     # world 4; local ranks 0,1 on each node; all-reduce of ranks 0+1+2+3 = 6
     assert lines == {f"rank-{r}": ["4", str(r % 2), "6"] for r in range(4)}
