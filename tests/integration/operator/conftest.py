@@ -93,6 +93,19 @@ class Cluster:
         value = self.metrics.registry.get_sample_value(name, labels)
         return value or 0.0
 
+    def wait_metric(self, name: str, expected: float, timeout: float = 10, **labels: str) -> None:
+        """The operator sets metrics once the status write returns, so a test watching the status
+        can see it a moment before the metric follows."""
+        try:
+            wait_until(
+                lambda: self.metric(name, **labels) == expected,
+                timeout,
+                f"{name}{labels} == {expected}",
+                interval=0.05,
+            )
+        except TimeoutError as error:
+            raise AssertionError(f"{error}; last value: {self.metric(name, **labels)}") from error
+
 
 def training_job(name: str, **spec: Any) -> dict[str, Any]:
     """A TrainingJob manifest: min 2, max 4, nprocPerNode 2 unless overridden."""

@@ -34,9 +34,8 @@ def test_shrink_when_unschedulable_then_grow_back(
     cluster.wait_event("elastic", "Shrink")
     cluster.kubelet.start_gang("elastic", 2, shrunk)
     cluster.wait_status("elastic", lambda s: s.get("phase") == "Running", "Running shrunk")
-    assert (
-        cluster.metric("phalanx_world_size", namespace=cluster.namespace, job="elastic")
-        == shrunk * 2
+    cluster.wait_metric(
+        "phalanx_world_size", shrunk * 2, namespace=cluster.namespace, job="elastic"
     )
 
     standbys = cluster.kubelet.wait_pods("elastic", 2, 4 - shrunk, role="standby")
@@ -49,7 +48,7 @@ def test_shrink_when_unschedulable_then_grow_back(
     cluster.kubelet.start_gang("elastic", 3, 4)
     cluster.wait_status("elastic", lambda s: s.get("phase") == "Running", "Running at full size")
     assert cluster.kubelet.pods("elastic", role="standby") == {}
-    assert cluster.metric("phalanx_world_size", namespace=cluster.namespace, job="elastic") == 8
+    cluster.wait_metric("phalanx_world_size", 8, namespace=cluster.namespace, job="elastic")
 
 
 def test_never_below_min(cluster: Cluster) -> None:

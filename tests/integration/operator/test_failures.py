@@ -80,19 +80,17 @@ def test_application_failure_restarts_at_the_same_size_old_pods_first(cluster: C
     assert len(added_new) == 4, timeline.events
     assert max(deleted_old) < min(added_new), "epoch-2 pods existed before epoch-1 pods were gone"
     cluster.wait_event("app", "Restart")
-    assert (
-        cluster.metric(
-            "phalanx_restarts_total",
-            namespace=cluster.namespace,
-            job="app",
-            **{"class": "application"},
-        )
-        == 1
+    cluster.wait_metric(
+        "phalanx_restarts_total",
+        1,
+        namespace=cluster.namespace,
+        job="app",
+        **{"class": "application"},
     )
     assert cluster.metric("phalanx_recovery_seconds_count", **{"class": "application"}) == 0
     cluster.kubelet.heartbeat("app", {"epoch": 2, "step": 1})  # the new epoch trains: recovered
     cluster.wait_status("app", lambda s: s.get("recoveringSince") is None, "recovered")
-    assert cluster.metric("phalanx_recovery_seconds_count", **{"class": "application"}) == 1
+    cluster.wait_metric("phalanx_recovery_seconds_count", 1, **{"class": "application"})
 
 
 def _oom(cluster: Cluster, pod: str) -> None:
@@ -136,14 +134,12 @@ def test_infrastructure_failures_restart_and_are_counted_apart(
     # The replacement gang avoids the NotReady node only by scheduling; here it runs on others.
     cluster.kubelet.start_gang("infra", 2, 4, nodes=["node-0", "node-1", "node-4", "node-5"])
     cluster.wait_status("infra", lambda s: s.get("phase") == "Running", "Running again")
-    assert (
-        cluster.metric(
-            "phalanx_restarts_total",
-            namespace=cluster.namespace,
-            job="infra",
-            **{"class": "infrastructure"},
-        )
-        == 1
+    cluster.wait_metric(
+        "phalanx_restarts_total",
+        1,
+        namespace=cluster.namespace,
+        job="infra",
+        **{"class": "infrastructure"},
     )
     assert (
         cluster.metric(
@@ -170,4 +166,4 @@ def test_exhausted_budget_fails_naming_the_last_failure(cluster: Cluster) -> Non
     assert "budget-2-3" in failed["message"]
     assert status["completionTime"]
     cluster.wait_event("budget", "BudgetExhausted")
-    assert cluster.metric("phalanx_jobs", phase="Failed") == 1
+    cluster.wait_metric("phalanx_jobs", 1, phase="Failed")

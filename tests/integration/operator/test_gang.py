@@ -70,8 +70,8 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
     running = next(c for c in status["conditions"] if c["type"] == "Running")
     assert running["status"] == "True"
     assert running["observedGeneration"] == 1
-    assert cluster.metric("phalanx_world_size", namespace=cluster.namespace, job="gang") == 8
-    assert cluster.metric("phalanx_jobs", phase="Running") == 1
+    cluster.wait_metric("phalanx_world_size", 8, namespace=cluster.namespace, job="gang")
+    cluster.wait_metric("phalanx_jobs", 1, phase="Running")
 
 
 def test_deleting_the_job_leaves_no_children(cluster: Cluster) -> None:
