@@ -6,9 +6,11 @@
 # (see ../shared/machine.md). The cache is keyed by version, so a second run is a no-op.
 #
 # promtool (to lint our /metrics endpoints) is built the same way from the Prometheus module.
+# The kind suite also asks for kubelet, kubeadm, kube-scheduler and kube-proxy (its node image).
 #
 # Usage: k8s-binaries.sh [--print-dir] [BINARY ...]
-#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd promtool (default: all).
+#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd promtool kubelet kubeadm
+#   kube-scheduler kube-proxy (default: the first five, what `make test` needs).
 #   --print-dir  only print the cache directory the binaries live in.
 # Env:
 #   PHALANX_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
@@ -148,9 +150,10 @@ for t in "${targets[@]}"; do
     kube-controller-manager)
       build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager ;;
     kubectl) build_k8s kubectl k8s.io/kubernetes/cmd/kubectl ;;
+    kubelet|kubeadm|kube-scheduler|kube-proxy) build_k8s "$t" "k8s.io/kubernetes/cmd/$t" ;;
     etcd) install_etcd ;;
     promtool) build_promtool ;;
-    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd promtool)"; exit 2 ;;
+    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd promtool kubelet kubeadm kube-scheduler kube-proxy)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

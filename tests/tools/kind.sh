@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# A kind cluster for Phalanx's end-to-end suite, offline or with the published node image.
+#
+# Why it exists: kind's node image cannot be pulled on our machines (no container registry), and
+# `kind build node-image` pulls etcd, CoreDNS, pause and kindnetd. So, when the published image
+# cannot be had, we build an equivalent node image from the pinned Kubernetes binaries (Go
+# modules), Debian packages and kind's own base files, and do kindnetd's job (pod routes) from
+# here. The recipe and its timings are in ../shared/machine.md ("kind, offline").
+#
+# Usage: kind.sh COMMAND [options]
+#   up [--workers N] [--node-image IMAGE]  create the cluster (default 3 workers), images loaded
+#   images                                  (re)build the Phalanx images and load them into kind
+#   node-image                              build the offline node image only
+#   net                                     (re)write pod routes, e.g. after a node restarted
+#   down                                    delete the cluster
+#   kubeconfig                              print the kubeconfig path
+#   export-logs DIR                         `kind export logs` into DIR
+#
+# --node-image IMAGE (or PHALANX_KIND_NODE_IMAGE) uses a published node image such as
+# kindest/node:v1.33.4 with kind's default CNI. Without it, `up` tries to pull the published
+# image once (a machine without a registry answers "no" at once) and builds its own when it can't.
+#
+# Env:
+#   PHALANX_CACHE      cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
+#   PHALANX_KIND_NAME  cluster name (default phalanx-e2e)
+#   PHALANX_KIND_STATE state folder: kubeconfig, the shared checkpoint folder (default .artifacts/kind)
+#   PYTHON             Python whose torch the test trainer image mounts (default .venv/bin/python)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+K8S_VERSION=${PHALANX_K8S_VERSION:-v1.33.13}
+KIND_VERSION=${PHALANX_KIND_VERSION:-v0.30.0}
+PUBLISHED_IMAGE=kindest/node:v1.33.4
+NAME=${PHALANX_KIND_NAME:-phalanx-e2e}
+STATE=${PHALANX_KIND_STATE:-$ROOT/.artifacts/kind}
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+NODE_IMAGE=phalanx/kind-node:$K8S_VERSION
+BASE_IMAGE=phalanx/debian:bookworm
+KIND_BASE_IMAGE=phalanx/kind-base:$KIND_VERSION
+PHALANX_VERSION=${PHALANX_IMAGE_TAG:-0.1.0}
+CONTROLPLANE_IMAGE=phalanx/controlplane:$PHALANX_VERSION
+TRAINER_IMAGE=phalanx/trainer:$PHALANX_VERSION
+POD_SUBNET=10.244.0.0/16
+
+log() { printf '[kind] %s\n' "$*" >&2; }
+timed() { # timed LABEL COMMAND...: run, then log how long it took
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  log "$label: $((SECONDS - start)) s"
+}
+
+K8S_BIN=$(bash "$ROOT/tests/tools/k8s-binaries.sh" --print-dir)
+TOOLS_BIN=$(bash "$ROOT/tests/tools/cluster-tools.sh" --print-dir)
+KIND="$TOOLS_BIN/kind"
+KUBECONFIG_PATH="$STATE/kubeconfig"
+kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+tools() {
+  bash "$ROOT/tests/tools/docker-engine.sh"
+  bash "$ROOT/tests/tools/k8s-binaries.sh" kubectl >/dev/null
+  bash "$ROOT/tests/tools/cluster-tools.sh" kind helm >/dev/null
+}
+
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+# --- the offline node image ------------------------------------------------------------------
+
+kind_module_dir() {
+  (cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+}
+
+k8s_module_dir() {
+  (cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+}
+
+build_kind_base() {
+  image_exists "$KIND_BASE_IMAGE" && { log "$KIND_BASE_IMAGE: cached"; return; }
+  image_exists "$BASE_IMAGE" || bash "$ROOT/trainer_image/make-base.sh" "$BASE_IMAGE"
+  local ctx
+  ctx=$(mktemp -d)
+  cp -r "$(kind_module_dir)/images/base/files" "$ctx/files"
+  chmod -R u+w "$ctx"
+  cp "$ROOT/tests/e2e/kind/node/Dockerfile" "$ROOT/tests/e2e/kind/node/phalanx-runc" "$ctx/"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg BASE="$BASE_IMAGE" -t "$KIND_BASE_IMAGE" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+# import_binary IMAGE BINARY PATH_IN_IMAGE: a one-binary image (static Go builds need nothing else).
+import_binary() {
+  local image=$1 binary=$2 path=$3 dir
+  dir=$(mktemp -d)
+  install -D -m 0755 "$binary" "$dir$path"
+  tar -C "$dir" -c . | docker import -c "ENTRYPOINT [\"$path\"]" - "$image" >/dev/null
+  rm -rf "$dir"
+}
+
+# The images kubeadm expects, tagged exactly as `kubeadm config images list` names them.
+build_kube_images() { # -> writes $1 (a docker save archive)
+  local out=$1 images=() image kmod
+  while read -r image; do
+    case $image in
+      */kube-apiserver:*|*/kube-controller-manager:*|*/kube-scheduler:*)
+        local name=${image##*/}; name=${name%%:*}
+        import_binary "$image" "$K8S_BIN/$name" "/usr/local/bin/$name" ;;
+      */kube-proxy:*)
+        local ctx
+        ctx=$(mktemp -d)
+        cp "$K8S_BIN/kube-proxy" "$ctx/"
+        printf '%s\n' "FROM $BASE_IMAGE" \
+          "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends iptables conntrack && rm -rf /var/lib/apt/lists/*" \
+          "COPY kube-proxy /usr/local/bin/kube-proxy" >"$ctx/Dockerfile"
+        DOCKER_BUILDKIT=0 docker build -q -t "$image" "$ctx" >/dev/null
+        rm -rf "$ctx" ;;
+      */etcd:*)
+        local dir
+        dir=$(mktemp -d)
+        install -D -m 0755 "$(readlink -f "$K8S_BIN/etcd")" "$dir/usr/local/bin/etcd"
+        install -D -m 0755 "$(readlink -f "$K8S_BIN/etcdctl")" "$dir/usr/local/bin/etcdctl"
+        tar -C "$dir" -c . | docker import -c 'ENTRYPOINT ["/usr/local/bin/etcd"]' - "$image" >/dev/null
+        rm -rf "$dir" ;;
+      */coredns:*)
+        bash "$ROOT/tests/tools/cluster-tools.sh" coredns >/dev/null
+        import_binary "$image" "$(ls "$TOOLS_BIN"/coredns-* | head -n1)" /coredns ;;
+      */pause:*)
+        kmod=$(k8s_module_dir)
+        local dir
+        dir=$(mktemp -d)
+        gcc -Os -static -o "$dir/pause" "$kmod/build/pause/linux/pause.c"
+        import_binary "$image" "$dir/pause" /pause
+        rm -rf "$dir" ;;
+      *) log "no recipe for $image"; return 1 ;;
+    esac
+    images+=("$image")
+  done < <("$K8S_BIN/kubeadm" config images list --kubernetes-version "$K8S_VERSION")
+  docker save -o "$out" "${images[@]}"
+}
+
+build_node_image() {
+  image_exists "$NODE_IMAGE" && { log "$NODE_IMAGE: cached"; return; }
+  bash "$ROOT/tests/tools/k8s-binaries.sh" kubelet kubeadm kubectl kube-apiserver \
+    kube-controller-manager kube-scheduler kube-proxy etcd >/dev/null
+  timed "kind base image" build_kind_base
+  local archive container
+  archive=$(mktemp --suffix=.tar)
+  timed "kubeadm's images" build_kube_images "$archive"
+  container=$(docker run -d --privileged --entrypoint sleep "$KIND_BASE_IMAGE" infinity)
+  trap 'docker rm -f "$container" >/dev/null 2>&1 || true' RETURN
+  for b in kubelet kubeadm kubectl; do docker cp "$(readlink -f "$K8S_BIN/$b")" "$container:/usr/bin/$b"; done
+  docker cp "$archive" "$container:/kind/images.tar"
+  docker exec "$container" sh -c "
+    set -e
+    echo $K8S_VERSION > /kind/version
+    (containerd >/tmp/containerd.log 2>&1 &)
+    for i in \$(seq 1 30); do ctr version >/dev/null 2>&1 && break; sleep 1; done
+    ctr -n k8s.io images import --no-unpack /kind/images.tar >/dev/null
+    pkill containerd; rm -f /kind/images.tar /tmp/containerd.log"
+  # The base image's STOPSIGNAL (SIGRTMIN+3, systemd's) carries over; the entrypoint must be reset.
+  docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
+    "$container" "$NODE_IMAGE" >/dev/null
+  rm -f "$archive"
+  log "built $NODE_IMAGE"
+}
+
+# --- the cluster -----------------------------------------------------------------------------
+
+torch_site() { # the site-packages folder holding the torch that test trainer pods mount
+  "$PYTHON" -c 'import pathlib, torch; print(pathlib.Path(torch.__file__).resolve().parents[1])'
+}
+
+write_config() { # write_config WORKERS OFFLINE
+  local workers=$1 offline=$2 site
+  site=$(torch_site)
+  mkdir -p "$STATE/shared" && chmod 1777 "$STATE/shared"
+  {
+    echo "kind: Cluster"
+    echo "apiVersion: kind.x-k8s.io/v1alpha4"
+    echo "networking:"
+    echo "  podSubnet: $POD_SUBNET"
+    [[ $offline == 1 ]] && echo "  disableDefaultCNI: true"
+    # A lost node is noticed after 20 s instead of 40 s: the suite stops node containers.
+    echo "kubeadmConfigPatches:"
+    echo "  - |"
+    echo "    kind: ClusterConfiguration"
+    echo "    controllerManager:"
+    echo "      extraArgs:"
+    echo "        node-monitor-grace-period: 20s"
+    echo "nodes:"
+    echo "  - role: control-plane"
+    for _ in $(seq 1 "$workers"); do
+      echo "  - role: worker"
+      echo "    extraMounts:"
+      echo "      - {hostPath: $STATE/shared, containerPath: /var/phalanx/shared}"
+      echo "      - {hostPath: $site, containerPath: /opt/phalanx-torch, readOnly: true}"
+    done
+  } >"$STATE/cluster.yaml"
+}
+
+# kindnetd's job, for the offline image: a ptp + host-local CNI config for each node's podCIDR,
+# routes to every other node's podCIDR, and masquerading of pod traffic leaving the pod network.
+network() {
+  local nodes node cidr ip other
+  mapfile -t nodes < <("$KIND" get nodes --name "$NAME")
+  declare -A cidrs ips
+  for node in "${nodes[@]}"; do
+    cidrs[$node]=$(kubectl get node "$node" -o jsonpath='{.spec.podCIDR}')
+    ips[$node]=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$node")
+  done
+  for node in "${nodes[@]}"; do
+    cidr=${cidrs[$node]}
+    docker exec -i "$node" sh -c 'mkdir -p /etc/cni/net.d && cat > /etc/cni/net.d/10-phalanx.conflist' <<JSON
+{"cniVersion": "0.4.0", "name": "phalanx", "plugins": [
+  {"type": "ptp", "ipMasq": false, "mtu": 1500,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+JSON
+    for other in "${nodes[@]}"; do
+      [[ $other == "$node" ]] && continue
+      docker exec "$node" ip route replace "${cidrs[$other]}" via "${ips[$other]}"
+    done
+    docker exec "$node" sh -c "iptables -t nat -C POSTROUTING -s $POD_SUBNET ! -d $POD_SUBNET -j MASQUERADE 2>/dev/null \
+      || iptables -t nat -A POSTROUTING -s $POD_SUBNET ! -d $POD_SUBNET -j MASQUERADE"
+  done
+}
+
+published_node_image() { # prints the published image to use, or nothing for the offline build
+  local wanted=${NODE_IMAGE_FLAG:-${PHALANX_KIND_NODE_IMAGE:-}}
+  if [[ -n $wanted ]]; then echo "$wanted"; return; fi
+  if image_exists "$PUBLISHED_IMAGE" || timeout 120 docker pull -q "$PUBLISHED_IMAGE" >/dev/null 2>&1; then
+    echo "$PUBLISHED_IMAGE"
+  fi
+}
+
+up() {
+  local workers=3
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --workers) workers=$2; shift 2 ;;
+      --node-image) NODE_IMAGE_FLAG=$2; shift 2 ;;
+      *) log "unknown option $1"; exit 2 ;;
+    esac
+  done
+  timed "tools" tools
+  if "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; then
+    log "cluster $NAME exists (kind.sh down to start over)"
+    timed "images" images
+    return
+  fi
+  local image offline=0
+  image=$(published_node_image)
+  if [[ -z $image ]]; then
+    offline=1
+    image=$NODE_IMAGE
+    timed "node image" build_node_image
+  fi
+  mkdir -p "$STATE"
+  write_config "$workers" "$offline"
+  timed "kind create cluster" "$KIND" create cluster --name "$NAME" --image "$image" \
+    --config "$STATE/cluster.yaml" --kubeconfig "$KUBECONFIG_PATH" --wait 0s
+  [[ $offline == 1 ]] && timed "pod network" network
+  timed "nodes Ready" kubectl wait --for=condition=Ready nodes --all --timeout=180s >/dev/null
+  # Cluster DNS stays on the control-plane node, out of the way of the workers the suite loses.
+  kubectl -n kube-system patch deployment coredns --type merge \
+    -p '{"spec":{"template":{"spec":{"nodeSelector":{"node-role.kubernetes.io/control-plane":""}}}}}' >/dev/null
+  timed "images" images
+  log "cluster $NAME is up: export KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# The Phalanx images. The trainer image of this suite mounts torch from the host (TORCH=mounted):
+# the same image with PyPI's torch is about 6 GB, and loading that into every node took minutes.
+images() {
+  [[ -f ${PIP_CERT:-} && ! -f $ROOT/trainer_image/certs/ca.crt ]] && cp "$PIP_CERT" "$ROOT/trainer_image/certs/ca.crt"
+  image_exists "$BASE_IMAGE" || bash "$ROOT/trainer_image/make-base.sh" "$BASE_IMAGE"
+  timed "control-plane image" docker build -q -f "$ROOT/operator/Dockerfile" \
+    --build-arg BASE="$BASE_IMAGE" -t "$CONTROLPLANE_IMAGE" "$ROOT" >/dev/null
+  timed "trainer image (torch mounted)" docker build -q -f "$ROOT/trainer_image/Dockerfile" \
+    --build-arg BASE="$BASE_IMAGE" --build-arg TORCH=mounted -t "$TRAINER_IMAGE" "$ROOT" >/dev/null
+  # The control plane runs on the control-plane node and training on the workers (the suite
+  # loses workers, never its own operator): each image goes only where it runs.
+  local workers
+  workers=$("$KIND" get nodes --name "$NAME" | grep -v control-plane | paste -sd, -)
+  timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$NAME-control-plane" \
+    "$CONTROLPLANE_IMAGE" >/dev/null
+  timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$workers" "$TRAINER_IMAGE" >/dev/null
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+  up) up "$@" ;;
+  images) images ;;
+  node-image) tools && build_node_image ;;
+  net) network ;;
+  down) "$KIND" delete cluster --name "$NAME" ;;
+  kubeconfig) echo "$KUBECONFIG_PATH" ;;
+  export-logs) "$KIND" export logs "${1:?directory}" --name "$NAME" ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
+esac
