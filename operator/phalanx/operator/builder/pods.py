@@ -20,7 +20,19 @@ from phalanx.operator.builder.env import BuildSettings, node_pod_name, pod_env
 def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
     """Deep copies of the template's metadata and spec, as plain dicts."""
     template = job.spec.template.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return copy.deepcopy(template.get("metadata", {})), copy.deepcopy(template["spec"])
+    spec = copy.deepcopy(template["spec"])
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        _quantities_as_strings(container.get("resources") or {})
+    return copy.deepcopy(template.get("metadata", {})), spec
+
+
+def _quantities_as_strings(resources: Manifest) -> None:
+    """`nvidia.com/gpu: 2` is a valid quantity in YAML, but the Kubernetes client refuses a pod
+    whose quantities are not strings; the API server reads "2" the same way."""
+    for group in ("limits", "requests"):
+        quantities = resources.get(group) or {}
+        for name, value in quantities.items():
+            quantities[name] = str(value)
 
 
 def _avoid(spec: Manifest, nodes: tuple[str, ...]) -> None:

@@ -1,0 +1,27 @@
+"""The pods the builder makes for every shipped example are pods the Kubernetes client accepts.
+
+Found on kind: `nvidia.com/gpu: 2` (an integer, as users write it) reached the client unchanged,
+and the client refused the pod before sending it, so every job that asked for GPUs retried its
+reconcile forever. The client validates a body against its own V1Pod model, which this test uses.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+
+from phalanx.models import TrainingJob
+from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
+from tests.support.manifests import example_paths, load_yaml
+
+
+@pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.stem)
+def test_node_and_standby_pods_of_every_example_are_valid_pods(path: object) -> None:
+    manifest = load_yaml(path)  # type: ignore[arg-type]
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    job = TrainingJob.model_validate(manifest)
+    for pod in (node_pod(job, 1, 0, 2, BuildSettings()), standby_pod(job, 1, 0, BuildSettings())):
+        k8s.V1Pod.model_validate(pod)
+        for container in pod["spec"]["containers"]:
+            for quantities in (container.get("resources") or {}).values():
+                assert all(isinstance(v, str) for v in quantities.values()), quantities
