@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    GetJsonSchemaHandler,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
-from phalanx.models.rules import CelRule
+from phalanx.models.rules import CelRule, applies
 
 CEL_ERROR_TYPE = "cel_rule"
 """The pydantic error type of a failed `CelRule`; its context carries the rule's field path."""
@@ -48,9 +54,9 @@ class KubeModel(BaseModel):
         return schema
 
     @model_validator(mode="after")
-    def _check_cel_rules(self) -> Self:
+    def _check_cel_rules(self, info: ValidationInfo) -> Self:
         for rule in type(self).__cel_rules__:
-            if rule.check is not None and not rule.check(self):
+            if applies(rule, info.context) and rule.check is not None and not rule.check(self):
                 raise PydanticCustomError(
                     CEL_ERROR_TYPE,
                     "{message}",

@@ -132,7 +132,10 @@ def openapi_schema() -> Schema:
     props = schema["properties"]
     props["apiVersion"] = {"type": "string", "description": props["apiVersion"]["description"]}
     props["kind"] = {"type": "string", "description": props["kind"]["description"]}
-    props["metadata"] = {"type": "object"}
+    # A CRD may describe only metadata's name and generateName. `name` is, so that the rule on
+    # the root can point its error at `.metadata.name` (a fieldPath must exist in the schema).
+    name = props["metadata"]["properties"]["name"]
+    props["metadata"] = {"type": "object", "properties": {"name": name}}
     schema["required"] = ["spec"]
     return schema
 

@@ -44,7 +44,7 @@ def field_errors(error: ValidationError) -> list[FieldError]:
         path = _join_path(item["loc"])
         ctx = item.get("ctx") or {}
         if item["type"] == CEL_ERROR_TYPE:
-            path += str(ctx.get("field_path", ""))
+            path = (path + str(ctx.get("field_path", ""))).lstrip(".")  # a root rule: ".metadata"
             result.append(FieldError(path, item["msg"], "rule"))
             continue
         if item["type"] == "extra_forbidden":

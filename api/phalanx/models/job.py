@@ -6,7 +6,9 @@ from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
+from phalanx.models import names
 from phalanx.models.base import KubeModel
+from phalanx.models.rules import STORED
 from phalanx.models.spec import TrainingJobSpec
 from phalanx.models.status import TrainingJobStatus
 
@@ -26,7 +28,12 @@ class ObjectMeta(KubeModel):
     model_config = ConfigDict(extra="allow")
 
     name: str | None = None
-    """Name of the job, unique in its namespace."""
+    """Name of the job, unique in its namespace. Its pods, Service and Lease are named after it,
+    so it must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of
+    at most 50 characters."""
+
+    generate_name: str | None = None
+    """Prefix of a name the API server generates when `name` is not set."""
 
     namespace: str | None = None
     """Namespace of the job."""
@@ -54,6 +61,8 @@ class TrainingJob(KubeModel):
     pods or nodes fail, and resumes from the newest valid sharded checkpoint.
     """
 
+    __cel_rules__ = (names.NAME_RULE,)
+
     api_version: Literal["phalanx.dev/v1alpha1"] = "phalanx.dev/v1alpha1"
     """APIVersion of the object: phalanx.dev/v1alpha1."""
 
@@ -73,3 +82,9 @@ class TrainingJob(KubeModel):
     def from_manifest(cls, manifest: dict[str, Any]) -> TrainingJob:
         """Validate a manifest as the API server would (strict types, no unknown fields)."""
         return cls.model_validate(manifest)
+
+    @classmethod
+    def from_stored(cls, raw: dict[str, Any]) -> TrainingJob:
+        """Read a job the API server stored: it passed admission when it was created, so rules
+        checked only at creation (its name's) are not checked again."""
+        return cls.model_validate(raw, context=STORED)

@@ -34,14 +34,34 @@ class CelRule:
     reason: str = "FieldValueInvalid"
     """The API server's cause type: FieldValueInvalid, FieldValueForbidden, FieldValueRequired..."""
 
-    def to_schema(self) -> dict[str, str]:
+    create_only: bool = False
+    """Checked only when the object is created, for what cannot change afterwards (its name):
+    objects created before the rule existed can still be updated. The CRD gets `oldSelf` as an
+    optional (`optionalOldSelf`) and skips the rule when it has a value; Python skips it when
+    reading a stored object (validation context `STORED`)."""
+
+    def to_schema(self) -> dict[str, Any]:
         """The rule as it appears in the CRD's `x-kubernetes-validations` list."""
-        entry = {"rule": self.rule, "message": self.message}
+        entry: dict[str, Any] = {"rule": self.rule, "message": self.message}
+        if self.create_only:
+            entry["rule"] = f"oldSelf.hasValue() || ({self.rule})"
+            entry["optionalOldSelf"] = True
         if self.field_path:
             entry["fieldPath"] = self.field_path
         if self.reason != "FieldValueInvalid":
             entry["reason"] = self.reason
         return entry
+
+
+STORED: dict[str, Any] = {"stored": True}
+"""Validation context for an object read back from the API server: it was admitted when it was
+created, so create-only rules do not apply (`Model.model_validate(raw, context=STORED)`)."""
+
+
+def applies(rule: CelRule, context: Any) -> bool:
+    """Whether Python checks `rule` under this validation context."""
+    stored = isinstance(context, dict) and context.get("stored") is True
+    return rule.check is not None and not (rule.create_only and stored)
 
 
 def immutable(field_label: str) -> CelRule:

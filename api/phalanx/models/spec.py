@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from phalanx.models.base import SpecModel
+from phalanx.models.names import MAX_NODES
 from phalanx.models.rules import CelRule
 from phalanx.models.template import PodTemplate
 
@@ -51,8 +52,9 @@ class Replicas(SpecModel):
     min: Annotated[int, Field(ge=1)]
     """Fewest node pods the job can train with. Below it, the job waits for capacity."""
 
-    max: Annotated[int, Field(ge=1)]
-    """Most node pods the job uses. The job grows back to this when capacity returns."""
+    max: Annotated[int, Field(ge=1, le=MAX_NODES)]
+    """Most node pods the job uses. The job grows back to this when capacity returns. At most
+    100000, so that node ranks fit in the pods' hostnames."""
 
     desired: Annotated[int | None, Field(ge=1)] = None
     """Node pods wanted now, within min..max; unset means max. The scale subresource

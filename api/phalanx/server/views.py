@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from phalanx.operator.builder.env import node_pod_name
+from phalanx.models.names import node_pod_name
 from phalanx.server.schemas import JobDetail, JobList, JobSummary
 
 Job = Mapping[str, Any]

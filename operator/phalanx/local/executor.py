@@ -2,6 +2,7 @@
 
 Status goes to the in-memory job (the run's only copy), pods to `LocalCluster`, events and
 recovery times to the run's record. Children, PodGroups and TTL deletion have no local meaning.
+Pods get the names a cluster would give them (`phalanx.models.names`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import datetime
 from phalanx.local.cluster import LocalCluster, LocalPod
 from phalanx.local.launch import Workdir, free_port, node_launch
 from phalanx.models.job import TrainingJob
-from phalanx.operator.builder.env import node_pod_name
+from phalanx.models.names import node_pod_name, standby_pod_name
 from phalanx.operator.planner import (
     CreateNodePod,
     CreateStandbyPod,
@@ -60,7 +61,7 @@ class LocalExecutor:
                 case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes):
                     self._create_node_pod(epoch, rank, nodes, now)
                 case CreateStandbyPod(epoch=epoch, index=index):
-                    name = f"{self.job.metadata.name}-{epoch}-s{index}"
+                    name = standby_pod_name(self.job.metadata.name or "job", epoch, index)
                     self.cluster.create(LocalPod(name, epoch, index, "standby", 0, now))
                 case ObserveRecovery(seconds=seconds):
                     self.recoveries.append(round(seconds, 3))

@@ -18,8 +18,9 @@ from phalanx.local.cluster import Launch
 from phalanx.local.processes import RUN_MARKER_ENV
 from phalanx.models import env
 from phalanx.models.job import TrainingJob
+from phalanx.models.names import node_pod_name
 from phalanx.operator.builder import BuildSettings
-from phalanx.operator.builder.env import node_pod_name, pod_env
+from phalanx.operator.builder.env import pod_env
 
 LOOPBACK = "127.0.0.1"
 AGENT_NAMES = ("phalanx-agent",)

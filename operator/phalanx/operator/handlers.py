@@ -85,7 +85,7 @@ class Reconciler:
         if self._stale_version.get(key) == version:
             return STALE_WAIT_SECONDS  # our last write has not reached the watch yet
         try:
-            job = TrainingJob.model_validate(raw)
+            job = TrainingJob.from_stored(raw)
         except ValidationError as error:
             log.error("TrainingJob %s/%s cannot be read: %s", *key, error)
             return self.resync_seconds

@@ -8,6 +8,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from phalanx.models.names import MAX_EPOCH
 from phalanx.operator.planner import (
     CreateNodePod,
     CreateStandbyPod,
@@ -289,6 +290,30 @@ def test_progress_and_checkpoint_come_from_the_heartbeat() -> None:
     assert (j.status.progress.step, j.status.progress.loss) == (7, 2.5)
     assert j.status.last_checkpoint is not None
     assert j.status.last_checkpoint.step == 5
+
+
+def test_epoch_never_passes_the_limit_the_job_fails_instead() -> None:
+    j, _ = step(job(), Observed(), at(0))
+    assert j.status is not None
+    status = j.status.model_copy(update={"epoch": MAX_EPOCH})
+    j = j.model_copy(update={"status": status})
+    running = pods(MAX_EPOCH, 4)
+    j, _ = step(j, Observed(pods=tuple(running)), at(10))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.phase) == (MAX_EPOCH, "Running")
+    failed = list(running)
+    failed[1] = replace(failed[1], phase="Failed", exit_code=1, terminated_reason="Error")
+    j, plan = step(j, Observed(pods=tuple(failed)), at(20))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.phase) == (MAX_EPOCH, "Failed")
+    failed_condition = next(c for c in j.status.conditions if c.type == "Failed")
+    assert (failed_condition.reason, failed_condition.message) == (
+        "EpochLimitReached",
+        f"the job reached epoch {MAX_EPOCH}, the last one its pod hostnames "
+        "<name>-<epoch>-<rank> can hold; create it again to go on from its last checkpoint",
+    )
+    assert plan.of_type(CreateNodePod) == []
+    assert [e.reason for e in plan.of_type(EmitEvent)] == ["Failed"]
 
 
 def test_pods_ahead_of_status_are_adopted_not_duplicated() -> None:

@@ -5,17 +5,16 @@ contract, labels, DNS, scheduling) is decided here and nowhere else, and tests r
 without a cluster.
 """
 
+from phalanx.models.names import lease_name, node_pod_name, service_account_name
 from phalanx.operator.builder.children import (
     headless_service,
     heartbeat_lease,
-    lease_name,
     pod_group,
     role,
     role_binding,
     service_account,
-    service_account_name,
 )
-from phalanx.operator.builder.env import BuildSettings, node_pod_name, pod_env
+from phalanx.operator.builder.env import BuildSettings, pod_env
 from phalanx.operator.builder.pods import node_pod, standby_pod
 
 __all__ = [

@@ -7,6 +7,7 @@ from typing import Any
 
 from phalanx.models import labels
 from phalanx.models.job import API_VERSION, KIND, TrainingJob
+from phalanx.models.names import lease_name, pod_group_name, service_account_name, service_name
 
 Manifest = dict[str, Any]
 
@@ -35,21 +36,13 @@ def child_metadata(
     }
 
 
-def lease_name(job: str) -> str:
-    return f"{job}-heartbeat"
-
-
-def service_account_name(job: str) -> str:
-    return f"{job}-phalanx"
-
-
 def headless_service(job: TrainingJob, master_port: int) -> Manifest:
     """Gives each node pod a DNS name (`<pod>.<job>.<ns>.svc`) even before it is Ready."""
     name = job.metadata.name or ""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": child_metadata(job, name),
+        "metadata": child_metadata(job, service_name(name)),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -108,10 +101,6 @@ PODGROUP_GROUP = "scheduling.x-k8s.io"
 PODGROUP_VERSION = "v1alpha1"
 PODGROUP_PLURAL = "podgroups"
 PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-def pod_group_name(job: str, epoch: int) -> str:
-    return f"{job}-{epoch}"
 
 
 def pod_group(job: TrainingJob, epoch: int, min_member: int) -> Manifest:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from phalanx.models import env
 from phalanx.models.job import TrainingJob
+from phalanx.models.names import lease_name, node_pod_name, service_name
 from phalanx.operator.planner import elastic
 
 
@@ -21,16 +22,11 @@ class BuildSettings:
     standby_command: tuple[str, ...] = ("sleep", "infinity")
 
 
-def node_pod_name(job: str, epoch: int, rank: int) -> str:
-    """`<job>-<epoch>-<rank>`: also the pod's hostname, so rank 0 has a stable DNS name."""
-    return f"{job}-{epoch}-{rank}"
-
-
 def master_addr(job: TrainingJob, epoch: int, settings: BuildSettings) -> str:
     """Rank 0's FQDN for this epoch (a fresh rendezvous per epoch, never an old peer's)."""
     name, namespace = job.metadata.name or "", job.metadata.namespace or "default"
     host = node_pod_name(name, epoch, 0)
-    return f"{host}.{name}.{namespace}.svc.{settings.cluster_domain}"
+    return f"{host}.{service_name(name)}.{namespace}.svc.{settings.cluster_domain}"
 
 
 def nccl_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
@@ -93,7 +89,7 @@ def pod_env(
         env.PHALANX_TENSOR_PARALLEL: str(spec.parallelism.tensor),
         env.PHALANX_PIPELINE_PARALLEL: str(spec.parallelism.pipeline),
         env.PHALANX_DATA_PARALLEL: str(elastic.data_parallel_degree(spec, nodes)),
-        env.PHALANX_HEARTBEAT_LEASE: f"{job.metadata.name}-heartbeat",
+        env.PHALANX_HEARTBEAT_LEASE: lease_name(job.metadata.name or ""),
         env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
     }
     if spec.checkpoint.dir is not None:

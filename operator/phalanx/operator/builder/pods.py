@@ -7,14 +7,15 @@ from typing import Any
 
 from phalanx.models import labels
 from phalanx.models.job import TrainingJob
-from phalanx.operator.builder.children import (
-    PODGROUP_LABEL,
-    Manifest,
-    child_metadata,
+from phalanx.models.names import (
+    node_pod_name,
     pod_group_name,
     service_account_name,
+    service_name,
+    standby_pod_name,
 )
-from phalanx.operator.builder.env import BuildSettings, node_pod_name, pod_env
+from phalanx.operator.builder.children import PODGROUP_LABEL, Manifest, child_metadata
+from phalanx.operator.builder.env import BuildSettings, pod_env
 
 
 def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
@@ -95,7 +96,7 @@ def node_pod(
         ours = [{"name": k, "value": v} for k, v in contract.items() if k not in own_names]
         container["env"] = [*ours, *own]
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
-    spec.update(hostname=pod_name, subdomain=name, restartPolicy="Never")
+    spec.update(hostname=pod_name, subdomain=service_name(name), restartPolicy="Never")
     spec.setdefault("serviceAccountName", service_account_name(name))
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
@@ -138,6 +139,6 @@ def standby_pod(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _metadata(job, f"{name}-{epoch}-s{index}", pod_labels),
+        "metadata": _metadata(job, standby_pod_name(name, epoch, index), pod_labels),
         "spec": spec,
     }

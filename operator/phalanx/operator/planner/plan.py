@@ -2,8 +2,8 @@
 
 Each step is a small function with a one-line docstring. It reads the job and the snapshot, adds
 to the `Decision`, and returns True when the ladder stops there. The order is the policy:
-finished jobs and suspension first, then the epoch's lifecycle (retire the old, launch the new),
-then failures, success, hangs, stragglers, and only then resizing.
+finished jobs and suspension first, then the epoch's lifecycle (retire the old, launch the new), then
+failures, success, hangs, stragglers, and only then resizing. A decision that would pass the last epoch pod names can hold fails the job.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from phalanx.models.job import TrainingJob
+from phalanx.models.names import MAX_EPOCH
 from phalanx.models.status import TrainingJobStatus
 from phalanx.operator.planner import elastic, lifecycle
 from phalanx.operator.planner.actions import (
@@ -34,12 +35,29 @@ def plan(
     """Decide what to do about `job` given what is observed at `now`. Pure."""
     config = config or PlannerConfig()
     previous = job.status
-    status = previous.model_copy(deep=True) if previous else TrainingJobStatus()
-    decision = Decision(job=job, observed=observed, now=now, status=status)
+    decision = _fresh(job, observed, now)
     for step in LADDER:
         if step(decision, config):
             break
+    if decision.status.epoch > MAX_EPOCH:
+        decision = _fresh(job, observed, now)
+        epoch_limit_reached(decision)
     return decision.to_plan(previous)
+
+
+def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
+    status = job.status.model_copy(deep=True) if job.status else TrainingJobStatus()
+    return Decision(job=job, observed=observed, now=now, status=status)
+
+
+def epoch_limit_reached(d: Decision) -> None:
+    """Instead of an epoch past MAX_EPOCH, whose pod hostnames might not fit, the job fails."""
+    fail(
+        d,
+        "EpochLimitReached",
+        f"the job reached epoch {MAX_EPOCH}, the last one its pod hostnames "
+        "<name>-<epoch>-<rank> can hold; create it again to go on from its last checkpoint",
+    )
 
 
 def finished(d: Decision, _: PlannerConfig) -> bool:

@@ -1,0 +1,124 @@
+"""The names of the objects a TrainingJob owns, and the limit on the job's name that keeps them
+all valid for every epoch the job can reach.
+
+Why a limit: each child's name is built from the job's name, and Kubernetes refuses names that are
+too long or badly formed. The strictest are the node pods' hostnames `<job>-<epoch>-<rank>`
+(DNS-1123 labels, at most 63 characters) and the headless Service `<job>`, which is also the
+pods' subdomain (a DNS-1035 label: lowercase letters, digits and '-', starting with a letter). The
+rest fit easily: PodGroup `<job>-<epoch>` (also a pod label value, at most 63), standby pods
+`<job>-<epoch>-s<i>`, ServiceAccount, Role and RoleBinding `<job>-phalanx`, Lease
+`<job>-heartbeat` (DNS-1123 subdomains of at most 253), and the `phalanx.dev/job` label (63).
+
+The epoch grows without a natural bound (restarts, resizes, resumes), so it gets one:
+`MAX_EPOCH` (6 digits), which the planner never passes (the job fails with EpochLimitReached
+instead), and ranks have `MAX_NODES` (`spec.replicas.max`, so at most 5 digits). What is left of
+63 characters is the name's share: `MAX_NAME_LENGTH` = 63 - 2 separators - 6 - 5 = 50. Like
+Kubernetes' CronJob (52 characters, for its timestamp suffix) and JobSet (which checks that the
+names it derives fit), the limit is refused at admission rather than names being shortened.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from phalanx.models.rules import CelRule
+
+DNS_LABEL_MAX: Final = 63
+"""Kubernetes' longest DNS label: a pod's hostname and subdomain, a Service, a label value."""
+
+MAX_EPOCH: Final = 999_999
+"""The last epoch a job can reach: every epoch's pod hostnames still fit."""
+
+MAX_NODES: Final = 100_000
+"""Most node pods a job may have (`spec.replicas.max`): ranks have at most 5 digits."""
+
+MAX_NAME_LENGTH: Final = (
+    DNS_LABEL_MAX - len(f"-{MAX_EPOCH}-{MAX_NODES - 1}")  # 63 - 13 = 50
+)
+"""Longest `metadata.name` of a TrainingJob."""
+
+NAME_PATTERN: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+"""A DNS-1035 label (without its length): what a Service name must be."""
+
+_NAME = re.compile(NAME_PATTERN)
+
+GENERATED_SUFFIX_LENGTH: Final = 5
+"""The API server appends 5 random characters to `generateName`..."""
+GENERATE_NAME_MAX_PREFIX: Final = DNS_LABEL_MAX - GENERATED_SUFFIX_LENGTH
+"""...after cutting the prefix to 58 characters."""
+
+NAME_MESSAGE: Final = (
+    "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a "
+    f"letter and ending with a letter or digit) of at most {MAX_NAME_LENGTH} characters, so that "
+    f"pod hostnames <name>-<epoch>-<rank> fit in {DNS_LABEL_MAX} characters (epochs up to "
+    f"{MAX_EPOCH}, ranks up to {MAX_NODES - 1})"
+)
+
+
+def name_fits(name: str) -> bool:
+    """`name` is a DNS-1035 label of at most `MAX_NAME_LENGTH` characters."""
+    return len(name) <= MAX_NAME_LENGTH and _NAME.fullmatch(name) is not None
+
+
+def job_name_fits(name: str | None, generate_name: str | None = None) -> bool:
+    """The name a job has, or the longest the API server can generate for it, fits; a manifest
+    with neither is left to the API server (it requires one)."""
+    if name is None and generate_name:
+        name = generated_name(generate_name)
+    return name is None or name_fits(name)
+
+
+def generated_name(prefix: str) -> str:
+    """The longest name the API server can generate from `generateName: prefix` (its random
+    characters are lowercase letters and digits, so their value does not matter here)."""
+    return prefix[:GENERATE_NAME_MAX_PREFIX] + "x" * GENERATED_SUFFIX_LENGTH
+
+
+NAME_RULE: Final = CelRule(
+    # The name cannot change, so the rule is checked when a job is created: jobs created before
+    # it existed can still be updated (and their status written).
+    rule=(
+        f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && "
+        f"self.metadata.name.matches('{NAME_PATTERN}')"
+    ),
+    message=NAME_MESSAGE,
+    field_path=".metadata.name",
+    check=lambda job: job_name_fits(job.metadata.name, job.metadata.generate_name),
+    create_only=True,
+)
+"""The rule on the TrainingJob's root: CEL there can read `metadata.name` (and only it and
+`generateName`), after the API server generated the name from `generateName`."""
+
+
+# The children's names. The builders and the local backend use these, nothing else.
+
+
+def node_pod_name(job: str, epoch: int, rank: int) -> str:
+    """`<job>-<epoch>-<rank>`: also the pod's hostname, so rank 0 has a stable DNS name."""
+    return f"{job}-{epoch}-{rank}"
+
+
+def standby_pod_name(job: str, epoch: int, index: int) -> str:
+    """`<job>-<epoch>-s<index>`: a standby pod has no hostname, only a name."""
+    return f"{job}-{epoch}-s{index}"
+
+
+def service_name(job: str) -> str:
+    """The headless Service, and the node pods' subdomain."""
+    return job
+
+
+def lease_name(job: str) -> str:
+    """The heartbeat Lease node rank 0's agent renews."""
+    return f"{job}-heartbeat"
+
+
+def service_account_name(job: str) -> str:
+    """The node pods' ServiceAccount, and the Role and RoleBinding that let it update the Lease."""
+    return f"{job}-phalanx"
+
+
+def pod_group_name(job: str, epoch: int) -> str:
+    """The epoch's PodGroup, also the value of the pods' pod-group label."""
+    return f"{job}-{epoch}"
