@@ -2,7 +2,10 @@
 
 Status goes to the in-memory job (the run's only copy), pods to `LocalCluster`, events and
 recovery times to the run's record. Children, PodGroups and TTL deletion have no local meaning.
-Pods get the names a cluster would give them (`phalanx.models.names`).
+Pods get the names a cluster would give them (`phalanx.models.names`). No API server can refuse
+one, so `Observed.refused` stays empty here: locally, a configuration error is a command that
+cannot start (the pod's CreateContainerError), which the same planner turns into the same
+ConfigurationError condition, and the run ends.
 """
 
 from __future__ import annotations

@@ -4,13 +4,21 @@ deletions and creations (404 and 409 tolerated), then events.
 Why this order: the status write records the epoch before any of its pods exist, so an operator
 killed half-way resumes the same epoch from status, and deterministic pod names make a repeated
 create a no-op. No epoch is skipped or repeated, and no pod is duplicated.
+
+A create the API server refuses as Invalid (422) is not an API hiccup: the same request would be
+refused again. It becomes a `ChildRefusal` here, at the boundary (`ChildRefusedError` inside);
+the plan's other creations are skipped, its deletions and events still happen, and `apply`
+reports the refusal so that the next plan records it as a ConfigurationError (the planner decides
+what it means; see `phalanx.operator.planner.refusal`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -22,6 +30,8 @@ from phalanx.operator import builder
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
+    Action,
+    ChildRefusal,
     CreateNodePod,
     CreateStandbyPod,
     DeleteJob,
@@ -36,15 +46,46 @@ from phalanx.operator.planner import (
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
+INVALID = 422
+"""The API server's answer to an object it will never accept as it is (Status reason Invalid)."""
+CREATIONS = (EnsureChildren, EnsurePodGroup, CreateNodePod, CreateStandbyPod)
+Manifest = dict[str, Any]
 
 
 class StatusConflictError(Exception):
     """The job changed since it was read; the reconcile must start again from fresh state."""
 
 
+class ChildRefusedError(Exception):
+    """The API server refused to create a child object as Invalid."""
+
+    def __init__(self, refusal: ChildRefusal) -> None:
+        super().__init__(f"{refusal.kind} {refusal.name}: {refusal.message}")
+        self.refusal = refusal
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What carrying out a plan did that the next reconcile must know."""
+
+    written: str | None = None
+    """The resourceVersion of the status write, if there was one."""
+    refused: ChildRefusal | None = None
+    """A child the API server refused as Invalid; the plan's later creations were skipped."""
+
+
 def _tolerate(error: ApiException, *codes: int) -> None:
     if error.status not in codes:
         raise error
+
+
+def api_message(error: ApiException) -> str:
+    """The API server's own words: the Status message in the body, else the HTTP reason."""
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or error.reason or error.status)
 
 
 class Executor:
@@ -61,35 +102,47 @@ class Executor:
         self.metrics = metrics
         self.instance = socket.gethostname()
 
-    def apply(self, raw: Mapping[str, Any], job: TrainingJob, plan: Plan) -> str | None:
-        """Carry out `plan` for the job read as `raw`; returns the resourceVersion it wrote."""
+    def apply(self, raw: Mapping[str, Any], job: TrainingJob, plan: Plan) -> Applied:
+        """Carry out `plan` for the job read as `raw`."""
         written = None
         for write in plan.of_type(PatchStatus):
             written = self._write_status(raw, job, write)
         uses_podgroup = bool(plan.of_type(EnsurePodGroup))
+        refused = None
         for action in plan.actions:
-            match action:
-                case DeletePods(names=names):
-                    self._delete_pods(job, names)
-                case EnsureChildren():
-                    self._ensure_children(job)
-                case EnsurePodGroup(epoch=epoch, min_member=size):
-                    self._create_custom(job, builder.pod_group(job, epoch, size))
-                case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid):
-                    pod = builder.node_pod(
-                        job, epoch, rank, nodes, self.build, avoid, uses_podgroup
-                    )
-                    self._create(lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
-                case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid):
-                    pod = builder.standby_pod(job, epoch, index, self.build, avoid)
-                    self._create(lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
-                case ObserveRecovery(seconds=seconds, failure_class=failure_class):
-                    self.metrics.recovery.labels(failure_class).observe(seconds)
-                case DeleteJob():
-                    self._delete_job(job)
+            if refused is not None and isinstance(action, CREATIONS):
+                continue  # built from the same spec: it would most likely be refused too
+            try:
+                self._act(job, action, uses_podgroup)
+            except ChildRefusedError as error:
+                refused = error.refusal
+                log.warning(
+                    "job %s/%s: the API server refused %s", _ns(job), job.metadata.name, error
+                )
         for event in plan.of_type(EmitEvent):
             self._emit(job, raw, event)
-        return written
+        return Applied(written, refused)
+
+    def _act(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> None:
+        match action:
+            case DeletePods(names=names):
+                self._delete_pods(job, names)
+            case EnsureChildren():
+                self._ensure_children(job)
+            case EnsurePodGroup(epoch=epoch, min_member=size):
+                self._create_custom(job, builder.pod_group(job, epoch, size))
+            case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid):
+                pod = builder.node_pod(job, epoch, rank, nodes, self.build, avoid, uses_podgroup)
+                self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
+            case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid):
+                pod = builder.standby_pod(job, epoch, index, self.build, avoid)
+                self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
+            case ObserveRecovery(seconds=seconds, failure_class=failure_class):
+                self.metrics.recovery.labels(failure_class).observe(seconds)
+            case DeleteJob():
+                self._delete_job(job)
+            case _:  # status and events are written around the other actions
+                pass
 
     def _write_status(self, raw: Mapping[str, Any], job: TrainingJob, write: PatchStatus) -> str:
         body = {**raw, "status": write.status.to_wire()}
@@ -104,14 +157,26 @@ class Executor:
         self.metrics.job_status(_ns(job), job.metadata.name or "", job.status, write.status)
         return str(cast(dict[str, Any], result)["metadata"]["resourceVersion"])
 
-    def _create(self, create: Any, manifest: dict[str, Any]) -> None:
+    def _create(
+        self, job: TrainingJob, create: Callable[[Any], object], manifest: Manifest
+    ) -> None:
+        """Create if absent (409 is success); 422 raises ChildRefusedError."""
         try:
             create(manifest)
         except ApiException as error:
+            if error.status == INVALID:
+                refusal = ChildRefusal(
+                    kind=manifest["kind"],
+                    name=manifest["metadata"]["name"],
+                    message=api_message(error),
+                    generation=job.metadata.generation,
+                )
+                raise ChildRefusedError(refusal) from error
             _tolerate(error, 409)
 
-    def _create_custom(self, job: TrainingJob, manifest: dict[str, Any]) -> None:
+    def _create_custom(self, job: TrainingJob, manifest: Manifest) -> None:
         self._create(
+            job,
             lambda body: self.custom.create_namespaced_custom_object(
                 PODGROUP_GROUP, PODGROUP_VERSION, _ns(job), PODGROUP_PLURAL, body
             ),
@@ -121,19 +186,25 @@ class Executor:
     def _ensure_children(self, job: TrainingJob) -> None:
         ns = _ns(job)
         self._create(
+            job,
             lambda b: self.core.create_namespaced_service(ns, b),
             builder.headless_service(job, self.build.master_port),
         )
         self._create(
+            job,
             lambda b: self.core.create_namespaced_service_account(ns, b),
             builder.service_account(job),
         )
-        self._create(lambda b: self.rbac.create_namespaced_role(ns, b), builder.role(job))
+        self._create(job, lambda b: self.rbac.create_namespaced_role(ns, b), builder.role(job))
         self._create(
-            lambda b: self.rbac.create_namespaced_role_binding(ns, b), builder.role_binding(job)
+            job,
+            lambda b: self.rbac.create_namespaced_role_binding(ns, b),
+            builder.role_binding(job),
         )
         self._create(
-            lambda b: self.coordination.create_namespaced_lease(ns, b), builder.heartbeat_lease(job)
+            job,
+            lambda b: self.coordination.create_namespaced_lease(ns, b),
+            builder.heartbeat_lease(job),
         )
 
     def _delete_pods(self, job: TrainingJob, names: tuple[str, ...]) -> None:

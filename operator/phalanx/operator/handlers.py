@@ -4,7 +4,9 @@ execute whenever something about the job changed, or when the planner asked to l
 Why a daemon per job instead of create/update/timer handlers: kopf is edge-triggered, while a
 controller must reconcile from state. The loop serialises reconciles of one job, wakes on any
 event of the job, its pods, its Lease or the nodes, and sleeps (without blocking anything) until
-the planner's next deadline. Handlers never sleep; errors are mapped to a retry here.
+the planner's next deadline. Handlers never sleep; errors are mapped to a retry here, except a
+child the API server refused as Invalid: the executor reports it, and it is handed to the next
+plan (`Observed.refused`), which records a ConfigurationError instead of trying again.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import observe
 from phalanx.operator.execute import Executor, StatusConflictError
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import Observed, PlannerConfig, plan
+from phalanx.operator.planner import ChildRefusal, Observed, PlannerConfig, plan
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -50,6 +52,7 @@ class Reconciler:
         # API calls block; they run on their own pool so that many jobs' reconciles overlap.
         self._pool = ThreadPoolExecutor(api_workers, thread_name_prefix="phalanx-api")
         self._stale_version: dict[JobKey, str] = {}
+        self._refused: dict[JobKey, ChildRefusal] = {}
         self._node_ready: dict[str, bool] = {}
 
     def waker(self, key: JobKey) -> asyncio.Event:
@@ -74,6 +77,7 @@ class Reconciler:
     def forget(self, key: JobKey) -> None:
         self._wakers.pop(key, None)
         self._stale_version.pop(key, None)
+        self._refused.pop(key, None)
         self.metrics.forget(*key)
 
     async def reconcile(
@@ -89,23 +93,31 @@ class Reconciler:
         except ValidationError as error:
             log.error("TrainingJob %s/%s cannot be read: %s", *key, error)
             return self.resync_seconds
+        refused = self._refused.get(key)
         observed = Observed(
             pods=tuple(v for v in pods.get(key, ()) if v is not None),
             nodes={n.name: n for n in nodes.get(None, ())},
             heartbeat=next(iter(leases.get(key, ())), None),
             podgroups_supported=self.podgroups_supported,
+            refused=refused,
         )
         started = time.perf_counter()
         decided = plan(job, observed, datetime.now(UTC), self.config)
         try:
             loop = asyncio.get_running_loop()
-            written = await loop.run_in_executor(self._pool, self.executor.apply, raw, job, decided)
+            applied = await loop.run_in_executor(self._pool, self.executor.apply, raw, job, decided)
         except StatusConflictError:
             return CONFLICT_RETRY_SECONDS
         finally:
             self.metrics.reconcile.observe(time.perf_counter() - started)
+        written = applied.written
         if written is not None and written != version:  # a no-op write leaves the version as is
             self._stale_version[key] = version
+        if applied.refused is not None:
+            self._refused[key] = applied.refused
+            return 0  # the next plan records it
+        if refused is not None:
+            self._refused.pop(key, None)  # this plan recorded it in the status it wrote
         return min(decided.requeue_after or self.resync_seconds, self.resync_seconds)
 
 

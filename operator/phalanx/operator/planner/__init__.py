@@ -17,11 +17,18 @@ from phalanx.operator.planner.actions import (
     PatchStatus,
     Plan,
 )
-from phalanx.operator.planner.observed import Heartbeat, NodeView, Observed, PodView
+from phalanx.operator.planner.observed import (
+    ChildRefusal,
+    Heartbeat,
+    NodeView,
+    Observed,
+    PodView,
+)
 from phalanx.operator.planner.plan import PlannerConfig, plan
 
 __all__ = [
     "Action",
+    "ChildRefusal",
     "CreateNodePod",
     "CreateStandbyPod",
     "DeleteJob",

@@ -47,6 +47,8 @@ class Decision:
     actions: list[Action] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)
     requeue_after: float | None = None
+    creation_refused: bool = False
+    """The API server refused one of the job's objects for this spec: create nothing more."""
 
     @property
     def spec(self) -> TrainingJobSpec:
@@ -73,6 +75,10 @@ class Decision:
 
     def set_phase(self, phase: Phase) -> None:
         self.status.phase = phase
+
+    def condition(self, kind: str) -> Condition | None:
+        """The status's condition of type `kind`, if any."""
+        return next((c for c in self.status.conditions if c.type == kind), None)
 
     def set_condition(self, kind: str, value: bool, reason: str, message: str = "") -> None:
         """Set a condition; its transition time changes only when its status does."""

@@ -62,6 +62,20 @@ class NodeView:
 
 
 @dataclass(frozen=True)
+class ChildRefusal:
+    """The API server refused to create one of the job's objects as Invalid (HTTP 422): the same
+    request would be refused again, so it is a configuration error, not a retry."""
+
+    kind: str
+    """Kind of the refused object: Pod, Service, ServiceAccount, Role, RoleBinding, Lease..."""
+    name: str
+    message: str
+    """The API server's words (its Status message), which name the offending field."""
+    generation: int | None
+    """The job's spec generation the object was built from."""
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything the planner sees of a job's world at one instant."""
 
@@ -69,6 +83,8 @@ class Observed:
     nodes: Mapping[str, NodeView] = field(default_factory=dict)
     heartbeat: Heartbeat | None = None
     podgroups_supported: bool = False
+    refused: ChildRefusal | None = None
+    """What the executor was refused since the planner last looked; the status keeps it after."""
 
     def node_pods(self, epoch: int) -> dict[int, PodView]:
         """Node pods of `epoch` by rank."""
@@ -87,4 +103,4 @@ class Observed:
         return max((p.epoch for p in self.pods), default=0)
 
 
-__all__ = ["Heartbeat", "NodeView", "Observed", "PodPhase", "PodView", "Role"]
+__all__ = ["ChildRefusal", "Heartbeat", "NodeView", "Observed", "PodPhase", "PodView", "Role"]

@@ -2,8 +2,9 @@
 
 Each step is a small function with a one-line docstring. It reads the job and the snapshot, adds
 to the `Decision`, and returns True when the ladder stops there. The order is the policy:
-finished jobs and suspension first, then the epoch's lifecycle (retire the old, launch the new), then
-failures, success, hangs, stragglers, and only then resizing. A decision that would pass the last epoch pod names can hold fails the job.
+finished jobs and suspension first, then the epoch's lifecycle (retire the old, launch the new,
+unless the API server refused the spec's objects), then failures, success, hangs, stragglers, and
+only then resizing. A decision that would pass the last epoch pod names can hold fails the job.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.observed import Observed
 from phalanx.operator.planner.progress import track_progress
 from phalanx.operator.planner.recovery import fail, failures, hang, stragglers
+from phalanx.operator.planner.refusal import refused
 from phalanx.operator.planner.sizing import resize, shrink
 
 
@@ -187,6 +189,7 @@ LADDER: tuple[Step, ...] = (
     deadline_exceeded,
     first_epoch,
     retire_previous_epoch,
+    refused,
     launch,
     failures,
     success,

@@ -40,7 +40,8 @@ def failures(d: Decision, _: PlannerConfig) -> bool:
             d.event("ConfigurationError", message, "Warning")
         d.set_condition("ConfigurationError", True, first.reason, message)
         return True
-    d.clear_condition("ConfigurationError", "Resolved")
+    if not d.creation_refused:  # that one lasts until the spec changes (see `refusal`)
+        d.clear_condition("ConfigurationError", "Resolved")
     return False
 
 

@@ -53,7 +53,7 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
         d.start_epoch(target, reason="Scale")
         d.event("Shrink", f"scaled to {target} nodes: epoch {d.status.epoch}")
         return True
-    wanted = target - current if d.status.phase == "Running" else 0
+    wanted = target - current if d.status.phase == "Running" and not d.creation_refused else 0
     d.delete_pods([p.name for p in standbys if p.rank >= wanted and not p.deleting])
     have = {p.rank for p in standbys}
     avoid = tuple(d.status.avoid_nodes)
