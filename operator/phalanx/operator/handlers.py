@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -122,7 +122,9 @@ class Reconciler:
 
 
 def register(
-    registry: kopf.OperatorRegistry, reconciler: Reconciler, connection: kopf.ConnectionInfo
+    registry: kopf.OperatorRegistry,
+    reconciler: Reconciler,
+    connection: Callable[[], kopf.ConnectionInfo],
 ) -> None:
     """Attach Phalanx's handlers to `registry`."""
 
@@ -134,7 +136,7 @@ def register(
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection
+        return connection()
 
     @kopf.index("pods", id="pods_by_job", labels={labels.JOB: kopf.PRESENT}, registry=registry)
     async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:

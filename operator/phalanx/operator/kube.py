@@ -3,12 +3,14 @@ and the matching kopf login, both from the same credentials."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import kopf
 from kubernetes import client as k8s
 
 from phalanx.kubeconfig import load_configuration
 
-__all__ = ["api_client", "connection_info", "has_api_group", "load_configuration"]
+__all__ = ["api_client", "bearer_token", "connection_info", "has_api_group", "load_configuration"]
 
 
 def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:
@@ -17,9 +19,16 @@ def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:
 
 
 def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:
-    """The same credentials in kopf's form, for its watches."""
-    bearer = (configuration.api_key or {}).get("authorization", "")
-    token = bearer.removeprefix("Bearer ").strip() or None
+    """The same credentials in kopf's form, for its watches.
+
+    kopf asks again whenever the API server answers 401, so a rotated service-account token is
+    read afresh here (the client's refresh hook re-reads the projected token file)."""
+    refresh: Callable[[k8s.Configuration], None] | None = getattr(
+        configuration, "refresh_api_key_hook", None
+    )
+    if refresh is not None:
+        refresh(configuration)
+    token = bearer_token(configuration)
     return kopf.ConnectionInfo(
         server=configuration.host,
         ca_path=configuration.ssl_ca_cert,
@@ -29,6 +38,18 @@ def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:
         scheme="Bearer" if token else None,
         token=token,
     )
+
+
+def bearer_token(configuration: k8s.Configuration) -> str | None:
+    """The bearer token of `configuration`, if it has one. The kubernetes client keeps it as
+    api_key["BearerToken"] (kubeconfig tokens and in-cluster service accounts alike, with a
+    lower-case "bearer " prefix in-cluster); older clients used api_key["authorization"]."""
+    keys = configuration.api_key or {}
+    value = keys.get("BearerToken") or keys.get("authorization") or ""
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() == "bearer":
+        return token.strip() or None
+    return value.strip() or None
 
 
 def has_api_group(client: k8s.ApiClient, group: str) -> bool:

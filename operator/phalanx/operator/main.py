@@ -37,7 +37,7 @@ async def serve(
         settings.api_workers,
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
-    register(registry, reconciler, kube.connection_info(configuration))
+    register(registry, reconciler, lambda: kube.connection_info(configuration))
     try:
         await kopf.operator(
             registry=registry,
