@@ -42,7 +42,7 @@ def test_a_rotated_token_is_read_again_when_kopf_logs_in_again(tmp_path: Path) -
     def refresh(config: k8s.Configuration) -> None:  # what load_incluster_config installs
         config.api_key = {"BearerToken": "bearer " + token_file.read_text()}
 
-    configuration.refresh_api_key_hook = refresh
+    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     assert kube.connection_info(configuration).token == "first"
     token_file.write_text("second")
     assert kube.connection_info(configuration).token == "second"
