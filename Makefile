@@ -62,7 +62,7 @@ test: $(SETUP) binaries browser ## Set up if needed, then run every test (unit +
 
 .PHONY: test-unit
 test-unit: $(SETUP) ## Run the tests that need no API server
-	$(PYTHON) -m pytest -m "not integration" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: test-integration
 test-integration: $(SETUP) binaries browser ## Run the tests against the real kube-apiserver + etcd
@@ -81,6 +81,45 @@ generate: $(SETUP) ## Regenerate the CRD (deploy/ and the chart) from the models
 .PHONY: verify-generated
 verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the models
 	$(PYTHON) -m phalanx.models.crdgen --check
+
+##@ Chart
+
+# Where tests/tools/cluster-tools.sh builds helm (tools/bin) and its plugins (helm/plugins).
+HELM_TOOLS = $(shell bash tests/tools/cluster-tools.sh --print-dir)
+HELM = $(HELM_TOOLS)/helm
+HELM_PLUGINS_DIR = $(abspath $(HELM_TOOLS)/../../helm/plugins)
+CHART := charts/phalanx
+
+.PHONY: chart-tools
+chart-tools: ## Build the pinned helm and the helm-unittest plugin into ~/.cache/phalanx (once)
+	bash tests/tools/cluster-tools.sh helm helm-unittest
+
+.PHONY: chart-lint
+chart-lint: chart-tools ## helm lint + helm-unittest suites + the deploy/ drift check
+	$(HELM) lint --strict $(CHART)
+	HELM_PLUGINS=$(HELM_PLUGINS_DIR) $(HELM) unittest $(CHART)
+	bash tests/tools/render-deploy.sh --check
+
+.PHONY: deploy-render
+deploy-render: ## Regenerate deploy/manifests/phalanx.yaml and the chart's dashboard copy
+	bash tests/tools/render-deploy.sh
+
+##@ Cluster (kind)
+
+KIND_WORKERS ?= 3
+E2E_ARGS ?=
+
+.PHONY: kind-up
+kind-up: $(SETUP) ## Create the kind cluster (offline node image when no registry answers), images loaded
+	bash tests/tools/kind.sh up --workers $(KIND_WORKERS)
+
+.PHONY: e2e
+e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tests/e2e)
+	$(PYTHON) -m pytest tests/e2e -m e2e $(E2E_ARGS)
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster
+	bash tests/tools/kind.sh down
 
 ##@ Bench
 
@@ -108,4 +147,4 @@ bench-api: $(SETUP) binaries ## API service: list/get latency and req/s from its
 .PHONY: help
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} \
-	  /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	  /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
