@@ -206,6 +206,9 @@ class ControlPlane:
                 # No controller-manager runs here, so nothing creates namespaces' default
                 # ServiceAccount; the admission plugin that requires it would refuse every pod.
                 "--disable-admission-plugins=ServiceAccount",
+                # As on OpenShift and hardened clusters: setting blockOwnerDeletion on a child
+                # needs update on its owner's finalizers (the chart's RBAC tests rely on it).
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
