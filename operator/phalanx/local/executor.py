@@ -58,7 +58,7 @@ class LocalExecutor:
             match action:
                 case PatchStatus(status=status):
                     self.job = self.job.model_copy(update={"status": status})
-                case DeletePods(names=names):
+                case DeletePods(names=names):  # force too: a lost node's processes are dead
                     for name in names:
                         self.cluster.delete(name)
                 case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes):

@@ -125,8 +125,8 @@ class Executor:
 
     def _act(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> None:
         match action:
-            case DeletePods(names=names):
-                self._delete_pods(job, names)
+            case DeletePods(names=names, force=force):
+                self._delete_pods(job, names, force)
             case EnsureChildren():
                 self._ensure_children(job)
             case EnsurePodGroup(epoch=epoch, min_member=size):
@@ -207,10 +207,11 @@ class Executor:
             builder.heartbeat_lease(job),
         )
 
-    def _delete_pods(self, job: TrainingJob, names: tuple[str, ...]) -> None:
+    def _delete_pods(self, job: TrainingJob, names: tuple[str, ...], force: bool) -> None:
+        grace = 0 if force else None
         for name in names:
             try:
-                self.core.delete_namespaced_pod(name, _ns(job))
+                self.core.delete_namespaced_pod(name, _ns(job), grace_period_seconds=grace)
             except ApiException as error:
                 _tolerate(error, 404)
 

@@ -113,6 +113,21 @@ def test_node_not_ready_and_missing_pod_are_infrastructure() -> None:
     assert j3.status.restarts.infrastructure == 1  # type: ignore[union-attr]
 
 
+def test_a_pod_on_a_lost_node_is_force_deleted_and_not_waited_for() -> None:
+    """Its kubelet can never confirm a graceful delete: the pod would stay Terminating until the
+    node came back, and the new epoch would wait that long (found on kind)."""
+    j = launched()
+    lost = {"node-3": NodeView("node-3", ready=False)}
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), nodes=lost), at(20))
+    assert j.status is not None and j.status.epoch == 2
+    stale = pods(1, 4)
+    stale[3] = replace(stale[3], deleting=True)
+    j, plan = step(j, Observed(pods=tuple(stale), nodes=lost), at(21))
+    assert DeletePods(("j-1-3",), force=True) in plan.actions
+    j, plan = step(j, Observed(pods=(stale[3],), nodes=lost), at(22))
+    assert plan.of_type(CreateNodePod), "the new epoch does not wait for the lost node's pod"
+
+
 def test_recovery_time_is_observed_at_the_new_epochs_first_step() -> None:
     j = launched()
     failed = pods(1, 4)

@@ -48,9 +48,11 @@ class CreateStandbyPod:
 
 @dataclass(frozen=True)
 class DeletePods:
-    """Delete these pods (with their grace period, so agents can checkpoint)."""
+    """Delete these pods (with their grace period, so agents can checkpoint), or with `force`
+    at once: for pods on a lost node, whose kubelet can never confirm a graceful deletion."""
 
     names: tuple[str, ...]
+    force: bool = False
 
 
 @dataclass(frozen=True)

@@ -103,9 +103,9 @@ class Decision:
         if any(c.type == kind and c.status == "True" for c in self.status.conditions):
             self.set_condition(kind, False, reason)
 
-    def delete_pods(self, names: list[str]) -> None:
+    def delete_pods(self, names: list[str], force: bool = False) -> None:
         if names:
-            self.actions.append(DeletePods(tuple(sorted(names))))
+            self.actions.append(DeletePods(tuple(sorted(names)), force))
 
     def start_epoch(self, nodes: int, reason: str) -> None:
         """Move to a new epoch of `nodes` node pods; earlier pods are retired before it launches."""

@@ -98,6 +98,12 @@ class Observed:
         """Pods of earlier epochs (of either role)."""
         return [p for p in self.pods if p.epoch < epoch]
 
+    def on_lost_node(self, pod: PodView) -> bool:
+        """Bound to a node that is not Ready: its kubelet cannot confirm a graceful deletion, so
+        the pod would stay Terminating until the node came back."""
+        node = self.nodes.get(pod.node_name) if pod.node_name else None
+        return node is not None and not node.ready
+
     def newest_epoch(self) -> int:
         """The highest epoch label among the pods, 0 if there are none."""
         return max((p.epoch for p in self.pods), default=0)

@@ -129,12 +129,19 @@ def first_epoch(d: Decision, _: PlannerConfig) -> bool:
 
 
 def retire_previous_epoch(d: Decision, config: PlannerConfig) -> bool:
-    """Old epochs' pods are deleted, and the new epoch waits until they are gone."""
+    """Old epochs' pods are deleted, and the new epoch waits until they are gone.
+
+    Pods on a lost (NotReady) node are deleted at once and not waited for: their kubelet cannot
+    confirm a graceful deletion, so they would stay Terminating until the node returned. Should
+    the node only be cut off, its stale ranks cannot join the new epoch, which rendezvouses at a
+    new rank 0 (a new MASTER_ADDR), and their collectives fail without their peers."""
     stale = d.observed.stale_pods(d.status.epoch)
     if not stale:
         return False
-    d.delete_pods([p.name for p in stale if not p.deleting])
-    if any(p.role == "node" for p in stale):
+    lost = [p for p in stale if d.observed.on_lost_node(p)]
+    d.delete_pods([p.name for p in stale if not p.deleting and p not in lost])
+    d.delete_pods([p.name for p in lost], force=True)
+    if any(p.role == "node" and p not in lost for p in stale):
         d.set_phase("Restarting")
         d.requeue_in(config.retire_poll_seconds)
         return True
