@@ -75,8 +75,9 @@ apiserver: $(SETUP) binaries ## Start a local kube-apiserver + etcd with the CRD
 ##@ Generate
 
 .PHONY: generate
-generate: $(SETUP) ## Regenerate the CRD (deploy/ and the chart) from the models
+generate: $(SETUP) ## Regenerate the CRD (deploy/ and the chart) from the models, and deploy/'s render
 	$(PYTHON) -m phalanx.models.crdgen
+	bash tests/tools/render-deploy.sh
 
 .PHONY: verify-generated
 verify-generated: $(SETUP) ## Fail if the generated CRD files differ from the models
@@ -116,6 +117,14 @@ kind-up: $(SETUP) ## Create the kind cluster (offline node image when no registr
 .PHONY: e2e
 e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tests/e2e)
 	$(PYTHON) -m pytest tests/e2e -m e2e $(E2E_ARGS)
+
+# What CI runs on kind (the whole suite would take .ci/run past its budget on a cold machine):
+# the chart on the cluster, one job, one fault and the uninstall.
+E2E_REDUCED := every_example_is_run or renders or helm_test or secrets or quickstart or worker-killed or uninstall
+
+.PHONY: e2e-reduced
+e2e-reduced: kind-up chart-tools ## The e2e suite's chart checks, one job and one fault (what CI runs)
+	$(PYTHON) -m pytest tests/e2e -m e2e -k "$(E2E_REDUCED)" $(E2E_ARGS)
 
 .PHONY: kind-down
 kind-down: ## Delete the kind cluster

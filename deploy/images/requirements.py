@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+from pathlib import Path
 
 
 def requirements(pyproject: str, extras: list[str], exclude: set[str]) -> list[str]:
-    with open(pyproject, "rb") as file:
+    with Path(pyproject).open("rb") as file:
         pyproject_toml = tomllib.load(file)
     project = pyproject_toml["project"]
     wanted = [*pyproject_toml["build-system"]["requires"], *project["dependencies"]]

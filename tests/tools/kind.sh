@@ -12,6 +12,7 @@
 #   images                                  (re)build the Phalanx images and load them into kind
 #   node-image                              build the offline node image only
 #   net                                     (re)write pod routes, e.g. after a node restarted
+#   nodes                                   the node containers' names
 #   down                                    delete the cluster
 #   kubeconfig                              print the kubeconfig path
 #   export-logs DIR                         `kind export logs` into DIR
@@ -225,6 +226,14 @@ JSON
   done
 }
 
+healthy() { # every node container runs, and every node is Ready
+  local node
+  for node in $("$KIND" get nodes --name "$NAME"); do
+    [[ $(docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null) == true ]] || return 1
+  done
+  [[ -f $KUBECONFIG_PATH ]] && kubectl wait --for=condition=Ready nodes --all --timeout=30s >/dev/null 2>&1
+}
+
 published_node_image() { # prints the published image to use, or nothing for the offline build
   local wanted=${NODE_IMAGE_FLAG:-${PHALANX_KIND_NODE_IMAGE:-}}
   if [[ -n $wanted ]]; then echo "$wanted"; return; fi
@@ -244,9 +253,13 @@ up() {
   done
   timed "tools" tools
   if "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; then
-    log "cluster $NAME exists (kind.sh down to start over)"
-    timed "images" images
-    return
+    if healthy; then
+      log "cluster $NAME is up already (kind.sh down to start over)"
+      timed "images" images
+      return
+    fi
+    log "cluster $NAME exists but is not healthy (stopped nodes?): making it again"
+    "$KIND" delete cluster --name "$NAME"
   fi
   local image offline=0
   image=$(published_node_image)
@@ -293,6 +306,7 @@ case $cmd in
   images) images ;;
   node-image) tools && build_node_image ;;
   net) network ;;
+  nodes) "$KIND" get nodes --name "$NAME" ;;
   down) "$KIND" delete cluster --name "$NAME" ;;
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
   export-logs) "$KIND" export logs "${1:?directory}" --name "$NAME" ;;

@@ -1,0 +1,50 @@
+"""Real faults, injected the way they happen: a process SIGKILLed or SIGSTOPped inside a pod (as
+the OOM killer or a stuck NCCL call would), a pod deleted, a node's container stopped."""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s
+
+from tests.e2e.cluster import KindCluster
+
+# Runs inside the trainer container: signal every worker process (the agent is PID 1).
+_SIGNAL_WORKERS = """
+import os, signal, sys
+sig = getattr(signal, sys.argv[1])
+hit = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) in (1, os.getpid()):
+        continue
+    try:
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if any(part.endswith(sys.argv[2].encode()) for part in cmdline):
+        os.kill(int(pid), sig)
+        hit.append(pid)
+print(" ".join(hit))
+sys.exit(0 if hit else 1)
+"""
+
+
+def signal_workers(kind: KindCluster, pod: k8s.V1Pod, signal: str, program: str) -> str:
+    """Send `signal` to the pod's worker processes whose command line ends with `program`."""
+    done = kind.kubectl("exec", "-n", pod.metadata.namespace, pod.metadata.name, "--",
+                        "python", "-c", _SIGNAL_WORKERS, signal, program)  # fmt: skip
+    return done.stdout.strip()
+
+
+def kill_worker(kind: KindCluster, pod: k8s.V1Pod) -> None:
+    signal_workers(kind, pod, "SIGKILL", "phalanx.trainer.train")
+
+
+def hang_worker(kind: KindCluster, pod: k8s.V1Pod) -> None:
+    signal_workers(kind, pod, "SIGSTOP", "phalanx.trainer.train")
+
+
+def delete_pod(kind: KindCluster, pod: k8s.V1Pod) -> None:
+    kind.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+
+
+def lose_node(kind: KindCluster, pod: k8s.V1Pod) -> None:
+    kind.stop_node(pod.spec.node_name)

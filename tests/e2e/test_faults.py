@@ -1,0 +1,94 @@
+"""Real faults on real pods: the job closes ranks, resumes from a checkpoint with step > 0, grows
+back when a lost node returns, and completes.
+
+Each case measures the time from the fault to the first training step of the new epoch, from
+the trainer's own step log (losses.jsonl on the shared volume; the containers share this
+machine's clock), and records it with the job's events for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.e2e import faults
+from tests.e2e.cluster import KindCluster, first_step_after, for_kind, record, wait_for
+from tests.e2e.jobs import training_job
+
+Inject = Callable[[KindCluster, k8s.V1Pod], None]
+CASES: dict[str, tuple[Inject, set[str]]] = {
+    "worker-killed": (faults.kill_worker, {"Killed"}),
+    "pod-deleted": (faults.delete_pod, {"PodDeleted"}),
+    # A surviving rank's collective often fails (exit 75) before the node is marked NotReady, and
+    # the hung rank's peers may time out in a collective before the heartbeat stalls long enough:
+    # either is the job seeing the fault first-hand.
+    "node-lost": (faults.lose_node, {"NodeNotReady", "NodeLost", "CollectiveFailure"}),
+    "rank-hung": (faults.hang_worker, {"Hang", "CollectiveFailure"}),
+}
+JOB = "faulty"
+
+
+def step_log(kind: KindCluster, namespace: str) -> Path:
+    return kind.shared_dir(namespace) / JOB / "log" / "losses.jsonl"
+
+
+def resumes(kind: KindCluster, namespace: str) -> list[dict[str, Any]]:
+    log = step_log(kind, namespace)
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [r for r in map(json.loads, lines) if r.get("event") == "resume"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
+    kind: KindCluster, namespace: str, case: str
+) -> None:
+    inject, reasons = CASES[case]
+    node_lost = case == "node-lost"
+    steps = 400 if node_lost else 150
+    kind.create_job(namespace, for_kind(training_job(JOB, steps=steps)))
+    before = kind.wait_status(
+        namespace, JOB,
+        lambda s: s.get("phase") == "Running" and s.get("nodes") == 3
+        and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
+        "training on 3 nodes, past a checkpoint", timeout=300,
+    )  # fmt: skip
+    epoch = before["epoch"]
+    victim = kind.running_pod(namespace, JOB, epoch, rank=2)
+    fault_at = time.time()
+    inject(kind, victim)
+
+    log = step_log(kind, namespace)
+    trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 300,
+                                         "the first training step of a new epoch")  # fmt: skip
+    after = kind.status(namespace, JOB)
+    failure = next(f for f in after["failures"] if f["epoch"] == epoch)
+    assert failure.get("class") == "infrastructure", failure
+    assert failure.get("reason") in reasons, failure
+    resumed = resumes(kind, namespace)[-1]
+    assert isinstance(resumed["from"], int), resumed
+    assert resumed["from"] > 0, resumed
+
+    grown_at = None
+    if node_lost:
+        assert resumed["world"] == 2, f"expected the job to shrink to 2 nodes: {resumed}"
+        kind.start_node(victim.spec.node_name)
+        _, grown_at = wait_for(lambda: first_step_after(log, trained_epoch), 300,
+                               "the first step after growing back")  # fmt: skip
+        assert resumes(kind, namespace)[-1]["world"] == 3, "grown back to 3 nodes"
+
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    assert done["progress"]["step"] == steps
+    reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
+    if node_lost:
+        assert "Shrink" in reasons_seen, reasons_seen
+        assert "Grow" in reasons_seen, reasons_seen
+    record(case, fault_to_first_step_s=round(first_step - fault_at, 1),
+           resumed_from_step=resumed["from"], failure=failure.get("reason"),
+           events=reasons_seen, grown_first_step_s=grown_at and round(grown_at - fault_at, 1))  # fmt: skip

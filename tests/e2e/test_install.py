@@ -1,0 +1,129 @@
+"""The chart on a real cluster: what it renders is valid for the API server, `helm test` passes,
+the operator has least privilege, it survives its own pod being deleted in the middle of a resize,
+and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by design)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.e2e.cluster import REPO_ROOT, KindCluster, for_kind, run, wait_for
+from tests.e2e.conftest import RELEASE, VALUES
+from tests.e2e.jobs import training_job
+
+
+def test_the_chart_renders_objects_the_api_server_accepts(kind: KindCluster, phalanx: str) -> None:
+    rendered = kind.helm("template", RELEASE, str(REPO_ROOT / "charts/phalanx"), "--namespace", phalanx,
+                         "--values", str(VALUES)).stdout  # fmt: skip
+    applied = kind.kubectl("apply", "--dry-run=server", "-f", "-", stdin=rendered)
+    assert (
+        "created (server dry run)" in applied.stdout
+        or "configured (server dry run)" in applied.stdout
+    )
+
+
+def test_helm_test_passes(kind: KindCluster, phalanx: str) -> None:
+    done = kind.helm("test", RELEASE, "--namespace", phalanx, "--logs", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_operator_cannot_read_secrets(kind: KindCluster, phalanx: str) -> None:
+    accounts = kind.core.list_namespaced_service_account(phalanx).items
+    components = {"operator", "api"}
+    names = [
+        str(a.metadata.name)
+        for a in accounts
+        if str((a.metadata.labels or {}).get("app.kubernetes.io/component")) in components
+    ]
+    assert len(names) == 2, names
+    for name in names:
+        identity = f"system:serviceaccount:{phalanx}:{name}"
+        for verb in ("get", "list", "watch"):
+            asked = kind.kubectl(
+                "auth", "can-i", verb, "secrets", "--all-namespaces", "--as", identity, check=False
+            )
+            assert asked.stdout.strip() == "no", f"{identity} may {verb} secrets"
+    operator = next(n for n in names if n.endswith("operator"))
+    asked = kind.kubectl("auth", "can-i", "create", "pods", "-n", "default",
+                         "--as", f"system:serviceaccount:{phalanx}:{operator}", check=False)  # fmt: skip
+    assert asked.stdout.strip() == "yes"  # the check above can tell yes from no
+
+
+def test_the_job_converges_when_the_operator_is_deleted_in_the_middle_of_a_resize(
+    kind: KindCluster, phalanx: str, namespace: str
+) -> None:
+    kind.create_job(namespace, for_kind(training_job("resize", steps=300, nodes=(1, 3))))
+    running = kind.wait_status(namespace, "resize", lambda s: s.get("phase") == "Running" and s.get("nodes") == 3,
+                               "Running on 3 nodes", timeout=300)  # fmt: skip
+    kind.kubectl("scale", "tj/resize", "--replicas=2", "-n", namespace)
+    # The executor writes the new epoch to the status before it touches any pod: deleting the
+    # operator the moment the epoch moves leaves the resize half done.
+    kind.wait_status(namespace, "resize", lambda s: s.get("epoch", 0) > running["epoch"],
+                     "the resize to start", timeout=60)  # fmt: skip
+    operators = kind.core.list_namespaced_pod(
+        phalanx, label_selector="app.kubernetes.io/component=operator"
+    ).items
+    for pod in operators:
+        kind.core.delete_namespaced_pod(pod.metadata.name, phalanx, grace_period_seconds=0)
+    done = kind.wait_status(
+        namespace, "resize", lambda s: s.get("phase") == "Succeeded", "Succeeded", timeout=600
+    )
+    assert done["nodes"] == 2, done
+    pods = kind.node_pods(namespace, "resize")
+    seats = [
+        (p.metadata.labels["phalanx.dev/epoch"], p.metadata.labels["phalanx.dev/node-rank"])
+        for p in pods
+    ]
+    assert len(seats) == len(set(seats)), f"duplicate pods: {sorted(seats)}"
+    last = [p for p in pods if p.metadata.labels["phalanx.dev/epoch"] == str(done["epoch"])]
+    assert len(last) == 2, [p.metadata.name for p in pods]
+
+
+@pytest.mark.last
+def test_helm_uninstall_leaves_no_phalanx_pods_services_roles_or_leases(
+    kind: KindCluster, phalanx: str
+) -> None:
+    wait_for(lambda: not kind.core.list_namespace(label_selector="phalanx.dev/e2e=true").items,
+             300, "the test namespaces to be gone")  # fmt: skip
+    kind.helm("uninstall", RELEASE, "--namespace", phalanx, "--wait", "--timeout", "3m")
+    rbac = k8s.RbacAuthorizationV1Api(kind.api)
+    leases = k8s.CoordinationV1Api(kind.api)
+
+    def leftovers() -> list[str]:
+        found = []
+        for selector in ("app.kubernetes.io/instance=" + RELEASE, "phalanx.dev/job"):
+            found += [
+                f"pod/{o.metadata.name}"
+                for o in kind.core.list_pod_for_all_namespaces(label_selector=selector).items
+            ]
+            found += [
+                f"service/{o.metadata.name}"
+                for o in kind.core.list_service_for_all_namespaces(label_selector=selector).items
+            ]
+            found += [
+                f"role/{o.metadata.name}"
+                for o in rbac.list_role_for_all_namespaces(label_selector=selector).items
+            ]
+            found += [
+                f"clusterrole/{o.metadata.name}"
+                for o in rbac.list_cluster_role(label_selector=selector).items
+            ]
+            found += [
+                f"lease/{o.metadata.name}"
+                for o in leases.list_lease_for_all_namespaces(label_selector=selector).items
+            ]
+        return found
+
+    wait_for(lambda: not leftovers(), 120, "nothing of Phalanx left", interval=2)
+    crds = run(
+        [
+            kind.kubectl_bin,
+            "--kubeconfig",
+            kind.kubeconfig,
+            "get",
+            "crd",
+            "trainingjobs.phalanx.dev",
+        ],
+        check=False,
+    )
+    assert crds.returncode == 0, "the CRD is kept on uninstall (helm.sh/resource-policy: keep)"

@@ -1,0 +1,147 @@
+"""Jobs that run to completion on real pods, every shipped example among them: the quickstart
+(through kubectl), elastic DDP, FSDP with tensor parallelism, an unmodified torchrun script that
+loses a pod, and an image that does not exist.
+
+Examples run as shipped, but for the suite's adaptations (tests/e2e/cluster.py: mounted torch,
+the shared checkpoint claim, fake GPUs) and two of this test's: the reference trainer's step
+count is capped (the examples' counts are for real training), and no more node pods are asked
+for than the cluster has workers (a user with 3 nodes would `kubectl scale` the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import yaml
+
+from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
+from tests.e2e.jobs import training_job
+from tests.support.manifests import EXAMPLES_DIR, example_paths, load_yaml
+
+EXAMPLE_STEPS = 30
+RUN_HERE = {"quickstart", "elastic-ddp", "fsdp-tensor-parallel", "torchrun-script"}
+
+
+def example(kind: KindCluster, name: str) -> dict[str, Any]:
+    """deploy/examples/<name>.yaml with this suite's adaptations (module docstring)."""
+    manifest = load_yaml(EXAMPLES_DIR / f"{name}.yaml")
+    spec = manifest["spec"]
+    if "trainer" in spec:
+        spec["trainer"]["steps"] = min(spec["trainer"].get("steps", EXAMPLE_STEPS), EXAMPLE_STEPS)
+    replicas, workers = spec["replicas"], len(kind.workers())
+    if replicas.get("desired", replicas["max"]) > workers:
+        replicas["desired"] = max(replicas["min"], workers)
+    return for_kind(manifest)
+
+
+def succeeded(kind: KindCluster, namespace: str, name: str, timeout: float = 420) -> dict[str, Any]:
+    return kind.wait_status(
+        namespace, name, lambda s: s.get("phase") == "Succeeded", "Succeeded", timeout
+    )
+
+
+def test_every_example_is_run_by_this_suite() -> None:
+    assert {p.stem for p in example_paths()} == RUN_HERE
+
+
+def test_the_quickstart_succeeds_through_kubectl(kind: KindCluster, namespace: str) -> None:
+    manifest = yaml.safe_dump(example(kind, "quickstart"))
+    kind.kubectl("apply", "-n", namespace, "-f", "-", stdin=manifest)
+    done = kind.kubectl("wait", "--for=condition=Succeeded", "tj/quickstart", "-n", namespace,
+                        "--timeout=420s", check=False)  # fmt: skip
+    assert done.returncode == 0, (
+        done.stderr + kind.kubectl("get", "tj", "-n", namespace, "-o", "yaml").stdout
+    )
+    table = kind.kubectl("get", "tj", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == [
+        "NAME",
+        "PHASE",
+        "NODES",
+        "WORLD",
+        "EPOCH",
+        "STEP",
+        "RESTARTS",
+        "AGE",
+    ]
+    assert table[1].split()[:7] == [
+        "quickstart",
+        "Succeeded",
+        "4",
+        "4",
+        "1",
+        str(EXAMPLE_STEPS),
+        "0",
+    ], table
+
+
+def test_the_elastic_ddp_example_succeeds(kind: KindCluster, namespace: str) -> None:
+    kind.create_job(namespace, example(kind, "elastic-ddp"))
+    done = succeeded(kind, namespace, "elastic-ddp")
+    assert (done["nodes"], done["worldSize"]) == (3, 6), done
+
+
+def test_the_fsdp_tensor_parallel_example_succeeds(kind: KindCluster, namespace: str) -> None:
+    kind.create_job(namespace, example(kind, "fsdp-tensor-parallel"))
+    done = succeeded(kind, namespace, "fsdp-tp")
+    assert (done["nodes"], done["worldSize"], done["progress"]["step"]) == (3, 6, EXAMPLE_STEPS), (
+        done
+    )
+
+
+def test_the_torchrun_example_finishes_after_losing_a_pod(
+    kind: KindCluster, namespace: str
+) -> None:
+    """`torchrun train.py` as the container command, with no flags: the PET_* contract."""
+    kind.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "train-script"},
+        "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
+    kind.create_job(namespace, example(kind, "torchrun-script"))
+    steps = kind.shared_dir(namespace) / "torchrun-script" / "steps.jsonl"
+
+    def records() -> list[dict[str, Any]]:
+        return (
+            [json.loads(line) for line in steps.read_text().splitlines()] if steps.exists() else []
+        )
+
+    wait_for(lambda: any(r.get("step", 0) >= 25 for r in records()), 300,
+             "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
+    epoch = kind.status(namespace, "torchrun-script")["epoch"]
+    victim = kind.running_pod(namespace, "torchrun-script", epoch, rank=1)
+    fault_at = time.time()
+    kind.core.delete_namespaced_pod(victim.metadata.name, namespace)
+    done = succeeded(kind, namespace, "torchrun-script")
+    assert done["epoch"] > epoch
+    seen = records()
+    resumed = [r for r in seen if "resumed" in r and r["time"] > fault_at]
+    assert resumed, seen[-5:]
+    assert resumed[0]["resumed"] >= 20, seen[-5:]
+    first = next(r for r in seen if "step" in r and r["time"] > resumed[0]["time"])
+    assert max(r.get("step", 0) for r in seen) == 200
+    record("torchrun-pod-deleted", fault_to_first_step_s=round(first["time"] - fault_at, 1),
+           resumed_from_step=resumed[0]["resumed"])  # fmt: skip
+
+
+def test_an_image_that_does_not_exist_is_a_configuration_error_not_a_restart_loop(
+    kind: KindCluster, namespace: str
+) -> None:
+    job = training_job("noimage", steps=10, image="phalanx/does-not-exist:0.0.0", gpus=None)
+    kind.create_job(namespace, for_kind(job))
+    status = kind.wait_status(
+        namespace, "noimage",
+        lambda s: any(c["type"] == "ConfigurationError" and c["status"] == "True" for c in s.get("conditions", [])),
+        "a ConfigurationError condition", timeout=180,
+    )  # fmt: skip
+    condition = next(c for c in status["conditions"] if c["type"] == "ConfigurationError")
+    assert condition["reason"] in ("ErrImagePull", "ImagePullBackOff"), condition
+    assert "does-not-exist" in condition["message"], condition
+    # No restart loop: over the next kubelet back-off periods nothing is restarted or recreated.
+    epoch, restarts = status["epoch"], status.get("restarts")
+    pods = {p.metadata.name for p in kind.node_pods(namespace, "noimage")}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = kind.status(namespace, "noimage")
+        assert (now["epoch"], now.get("restarts")) == (epoch, restarts), now
+        assert {p.metadata.name for p in kind.node_pods(namespace, "noimage")} == pods
+        time.sleep(2)
