@@ -12,9 +12,10 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.support.controlplane import ControlPlane, running_control_plane
+from tests.support.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 
 _HERE = Path(__file__).parent
+PODGROUP_CRD = REPO_ROOT / "tests/fixtures/crds/scheduling.x-k8s.io_podgroups.yaml"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,3 +63,12 @@ def namespace(kube_client: k8s.ApiClient) -> Iterator[str]:
 def custom_objects(kube_client: k8s.ApiClient) -> k8s.CustomObjectsApi:
     """The API for TrainingJobs."""
     return k8s.CustomObjectsApi(kube_client)
+
+
+@pytest.fixture
+def podgroup_crd(control_plane: ControlPlane) -> Iterator[None]:
+    """scheduler-plugins' PodGroup CRD, for gang scheduling, installed for one test."""
+    control_plane.kubectl_run("apply", "-f", str(PODGROUP_CRD))
+    control_plane.wait_established(PODGROUP_CRD)
+    yield
+    control_plane.kubectl_run("delete", "-f", str(PODGROUP_CRD), "--wait=false")

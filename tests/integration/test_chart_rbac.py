@@ -35,11 +35,10 @@ from phalanx.operator.metrics import OperatorMetrics
 from tests.integration.operator.conftest import Cluster, operator_settings, training_job
 from tests.support.apiserver import running_api
 from tests.support.chart import CHART, Helm, Manifest, build_helm, of_kind
-from tests.support.controlplane import REPO_ROOT, ControlPlane, wait_until
+from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
 from tests.support.rbac import grant, grant_jobs, identity
 
-PODGROUP_CRD = REPO_ROOT / "tests/fixtures/crds/scheduling.x-k8s.io_podgroups.yaml"
 SMOKE_TEST = CHART / "files/smoke-test.py"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 REFUSED = ("forbidden", "not enough permissions", "failed to post an event", " 403")
@@ -126,14 +125,6 @@ def installed(
             rbac.delete_cluster_role_binding(manifest["metadata"]["name"])
         for manifest in of_kind(objects, "ClusterRole"):
             rbac.delete_cluster_role(manifest["metadata"]["name"])
-
-
-@pytest.fixture
-def podgroup_crd(control_plane: ControlPlane) -> Iterator[None]:
-    control_plane.kubectl_run("apply", "-f", str(PODGROUP_CRD))
-    control_plane.wait_established(PODGROUP_CRD)
-    yield
-    control_plane.kubectl_run("delete", "-f", str(PODGROUP_CRD), "--wait=false")
 
 
 @pytest.fixture

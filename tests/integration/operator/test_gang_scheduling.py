@@ -3,26 +3,13 @@ each epoch gets a PodGroup whose minMember is its node count, and its pods join 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from kubernetes import client as k8s
 
 from phalanx.operator.main import run_in_thread
 from phalanx.operator.metrics import OperatorMetrics
 from tests.integration.operator.conftest import operator_settings, training_job
-from tests.support.controlplane import REPO_ROOT, ControlPlane, wait_until
+from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
-
-PODGROUP_CRD = REPO_ROOT / "tests/fixtures/crds/scheduling.x-k8s.io_podgroups.yaml"
-
-
-@pytest.fixture
-def podgroup_crd(control_plane: ControlPlane) -> Iterator[None]:
-    control_plane.kubectl_run("apply", "-f", str(PODGROUP_CRD))
-    control_plane.wait_established(PODGROUP_CRD)
-    yield
-    control_plane.kubectl_run("delete", "-f", str(PODGROUP_CRD), "--wait=false")
 
 
 def test_gang_job_gets_a_podgroup_per_epoch(

@@ -119,7 +119,8 @@ def test_a_pod_on_a_lost_node_is_force_deleted_and_not_waited_for() -> None:
     j = launched()
     lost = {"node-3": NodeView("node-3", ready=False)}
     j, _ = step(j, Observed(pods=tuple(pods(1, 4)), nodes=lost), at(20))
-    assert j.status is not None and j.status.epoch == 2
+    assert j.status is not None
+    assert j.status.epoch == 2
     stale = pods(1, 4)
     stale[3] = replace(stale[3], deleting=True)
     j, plan = step(j, Observed(pods=tuple(stale), nodes=lost), at(21))
