@@ -136,11 +136,11 @@ class KindCluster:
     def advertise_fake_gpus(self) -> None:
         """TEST-ONLY FAKE: each worker offers `nvidia.com/gpu` (see the module docstring)."""
         for node in self.workers():
-            capacity = self.core.read_node(node).status.capacity or {}
-            if capacity.get("nvidia.com/gpu") != FAKE_GPUS_PER_NODE:
-                patch = [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu",
-                          "value": FAKE_GPUS_PER_NODE}]  # fmt: skip
-                self.core.patch_node_status(node, patch)
+            # The scheduler reads allocatable, which the kubelet would only derive from the
+            # capacity at its next status update: set both.
+            patch = [{"op": "add", "path": f"/status/{field}/nvidia.com~1gpu", "value": FAKE_GPUS_PER_NODE}
+                     for field in ("capacity", "allocatable")]  # fmt: skip
+            self.core.patch_node_status(node, patch)
 
     def stop_node(self, node: str) -> None:
         """Lose a node for real: its container (kubelet, containerd, pods) stops at once."""

@@ -22,12 +22,12 @@ from tests.e2e.cluster import KindCluster, first_step_after, for_kind, record, w
 from tests.e2e.jobs import training_job
 
 Inject = Callable[[KindCluster, k8s.V1Pod], None]
+# A surviving rank's collective can fail (exit 75) before the operator sees the killed pod's
+# exit or the node marked NotReady, and a hung rank's peers may time out in a collective before
+# the heartbeat has stalled for hangTimeoutSeconds: either way the job sees the fault first-hand.
 CASES: dict[str, tuple[Inject, set[str]]] = {
-    "worker-killed": (faults.kill_worker, {"Killed"}),
+    "worker-killed": (faults.kill_worker, {"Killed", "CollectiveFailure"}),
     "pod-deleted": (faults.delete_pod, {"PodDeleted"}),
-    # A surviving rank's collective often fails (exit 75) before the node is marked NotReady, and
-    # the hung rank's peers may time out in a collective before the heartbeat stalls long enough:
-    # either is the job seeing the fault first-hand.
     "node-lost": (faults.lose_node, {"NodeNotReady", "NodeLost", "CollectiveFailure"}),
     "rank-hung": (faults.hang_worker, {"Hang", "CollectiveFailure"}),
 }

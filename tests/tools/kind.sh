@@ -281,15 +281,30 @@ up() {
   log "cluster $NAME is up: export KUBECONFIG=$KUBECONFIG_PATH"
 }
 
+python_base() { # the Dockerfiles' own base where a registry answers, else the local Debian base
+  if image_exists python:3.11-slim || timeout 300 docker pull -q python:3.11-slim >/dev/null 2>&1; then
+    echo python:3.11-slim
+    return
+  fi
+  image_exists "$BASE_IMAGE" || bash "$ROOT/trainer_image/make-base.sh" "$BASE_IMAGE" >/dev/null
+  echo "$BASE_IMAGE"
+}
+
 # The Phalanx images. The trainer image of this suite mounts torch from the host (TORCH=mounted):
 # the same image with PyPI's torch is about 6 GB, and loading that into every node took minutes.
 images() {
-  [[ -f ${PIP_CERT:-} && ! -f $ROOT/trainer_image/certs/ca.crt ]] && cp "$PIP_CERT" "$ROOT/trainer_image/certs/ca.crt"
-  image_exists "$BASE_IMAGE" || bash "$ROOT/trainer_image/make-base.sh" "$BASE_IMAGE"
+  # pip inside `docker build` trusts what pip here trusts (a TLS proxy's CA, on our machines).
+  local bundle base
+  for bundle in "${PIP_CERT:-}" "${REQUESTS_CA_BUNDLE:-}" "${SSL_CERT_FILE:-}"; do
+    if [[ -f $bundle && ! -f $ROOT/trainer_image/certs/ca.crt ]]; then
+      cp "$bundle" "$ROOT/trainer_image/certs/ca.crt"
+    fi
+  done
+  base=$(python_base)
   timed "control-plane image" docker build -q -f "$ROOT/operator/Dockerfile" \
-    --build-arg BASE="$BASE_IMAGE" -t "$CONTROLPLANE_IMAGE" "$ROOT" >/dev/null
+    --build-arg BASE="$base" -t "$CONTROLPLANE_IMAGE" "$ROOT" >/dev/null
   timed "trainer image (torch mounted)" docker build -q -f "$ROOT/trainer_image/Dockerfile" \
-    --build-arg BASE="$BASE_IMAGE" --build-arg TORCH=mounted -t "$TRAINER_IMAGE" "$ROOT" >/dev/null
+    --build-arg BASE="$base" --build-arg TORCH=mounted -t "$TRAINER_IMAGE" "$ROOT" >/dev/null
   # The control plane runs on the control-plane node and training on the workers (the suite
   # loses workers, never its own operator): each image goes only where it runs.
   local workers
