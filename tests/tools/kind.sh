@@ -148,7 +148,7 @@ build_node_image() {
   archive=$(mktemp --suffix=.tar)
   timed "kubeadm's images" build_kube_images "$archive"
   container=$(docker run -d --privileged --entrypoint sleep "$KIND_BASE_IMAGE" infinity)
-  trap 'docker rm -f "$container" >/dev/null 2>&1 || true' RETURN
+  trap 'docker rm -f '"$container"' >/dev/null 2>&1 || true' EXIT  # also when a step fails
   for b in kubelet kubeadm kubectl; do docker cp "$(readlink -f "$K8S_BIN/$b")" "$container:/usr/bin/$b"; done
   docker cp "$archive" "$container:/kind/images.tar"
   docker exec "$container" sh -c "
@@ -161,6 +161,8 @@ build_node_image() {
   # The base image's STOPSIGNAL (SIGRTMIN+3, systemd's) carries over; the entrypoint must be reset.
   docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
     "$container" "$NODE_IMAGE" >/dev/null
+  docker rm -f "$container" >/dev/null
+  trap - EXIT
   rm -f "$archive"
   log "built $NODE_IMAGE"
 }
