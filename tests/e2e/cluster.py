@@ -241,6 +241,9 @@ class KindCluster:
                      "volumeName": f"{namespace}-checkpoints",
                      "resources": {"requests": {"storage": "1Gi"}}},
         })  # fmt: skip
+        # Pods that name an unbound claim are not scheduled: a job would start short of nodes.
+        wait_for(lambda: self.core.read_namespaced_persistent_volume_claim(
+            CHECKPOINT_CLAIM, namespace).status.phase == "Bound", 60, f"{namespace}'s claim Bound")  # fmt: skip
 
     def drop_namespace(self, namespace: str) -> None:
         self.core.delete_namespace(namespace)

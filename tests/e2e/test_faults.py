@@ -52,18 +52,26 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     node_lost = case == "node-lost"
     steps = 400 if node_lost else 150
     kind.create_job(namespace, for_kind(training_job(JOB, steps=steps)))
+    log = step_log(kind, namespace)
+
+    def training(status: dict[str, Any]) -> bool:
+        """On 3 nodes, past a checkpoint, and the current epoch's workers are stepping."""
+        epoch = status.get("epoch", 0)
+        return (
+            status.get("phase") == "Running"
+            and status.get("nodes") == 3
+            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
+            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
+        )
+
     before = kind.wait_status(
-        namespace, JOB,
-        lambda s: s.get("phase") == "Running" and s.get("nodes") == 3
-        and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
-        "training on 3 nodes, past a checkpoint", timeout=300,
-    )  # fmt: skip
+        namespace, JOB, training, "training on 3 nodes, past a checkpoint", timeout=300
+    )
     epoch = before["epoch"]
     victim = kind.running_pod(namespace, JOB, epoch, rank=2)
     fault_at = time.time()
     inject(kind, victim)
 
-    log = step_log(kind, namespace)
     trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 300,
                                          "the first training step of a new epoch")  # fmt: skip
     after = kind.status(namespace, JOB)
