@@ -86,3 +86,16 @@ def env_of(deployment: Manifest) -> dict[str, str]:
     """The literal env of a Deployment's first container."""
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+# Value sets the chart tests render with: the defaults and each optional part.
+VALUE_SETS = {
+    "defaults": (),
+    "namespaces": ("operator.namespaces={team-a,team-b}",),
+    "no-api": ("api.enabled=false",),
+    "everything-on": (
+        "serviceMonitor.enabled=true",
+        "networkPolicy.enabled=true",
+        "operator.nccl.NCCL_SOCKET_IFNAME=eth0",
+    ),
+}
