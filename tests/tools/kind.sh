@@ -297,7 +297,8 @@ python_base() { # the Dockerfiles' own base where a registry answers, else the l
 images() {
   # pip inside `docker build` trusts what pip here trusts (a TLS proxy's CA, on our machines).
   local bundle base
-  for bundle in "${PIP_CERT:-}" "${REQUESTS_CA_BUNDLE:-}" "${SSL_CERT_FILE:-}"; do
+  for bundle in "${PIP_CERT:-}" "${REQUESTS_CA_BUNDLE:-}" "${SSL_CERT_FILE:-}" \
+    "$(python3 -m pip config get global.cert 2>/dev/null)" /etc/ssl/certs/ca-certificates.crt; do
     if [[ -f $bundle && ! -f $ROOT/trainer_image/certs/ca.crt ]]; then
       cp "$bundle" "$ROOT/trainer_image/certs/ca.crt"
     fi
