@@ -18,7 +18,12 @@ import yaml
 
 from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
 from tests.e2e.jobs import training_job
-from tests.support.manifests import EXAMPLES_DIR, example_paths, load_yaml
+from tests.support.manifests import (
+    EXAMPLES_DIR,
+    KUBECTL_GET_COLUMNS,
+    example_paths,
+    load_yaml,
+)
 
 EXAMPLE_STEPS = 30
 RUN_HERE = {"quickstart", "elastic-ddp", "fsdp-tensor-parallel", "torchrun-script"}
@@ -55,16 +60,7 @@ def test_the_quickstart_succeeds_through_kubectl(kind: KindCluster, namespace: s
         done.stderr + kind.kubectl("get", "tj", "-n", namespace, "-o", "yaml").stdout
     )
     table = kind.kubectl("get", "tj", "-n", namespace).stdout.splitlines()
-    assert table[0].split() == [
-        "NAME",
-        "PHASE",
-        "NODES",
-        "WORLD",
-        "EPOCH",
-        "STEP",
-        "RESTARTS",
-        "AGE",
-    ]
+    assert table[0].split() == KUBECTL_GET_COLUMNS
     # 4 nodes asked for, 3 workers here: sized down by `example` (nodes = world, 1 process each).
     assert table[1].split()[:7] == [
         "quickstart",

@@ -14,6 +14,7 @@ from kubernetes import client as k8s
 from phalanx.models import GROUP, PLURAL, VERSION
 from tests.integration.test_crd_admission import create, get_job, minimal
 from tests.support.controlplane import ControlPlane, wait_until
+from tests.support.manifests import KUBECTL_GET_COLUMNS
 
 
 def test_kubectl_explain_shows_field_descriptions(control_plane: ControlPlane) -> None:
@@ -47,16 +48,7 @@ def test_kubectl_get_shows_printer_columns(
         GROUP, VERSION, namespace, PLURAL, "shown", {"status": status}
     )
     lines = control_plane.kubectl_run("get", "tj", "-n", namespace).stdout.splitlines()
-    assert lines[0].split() == [
-        "NAME",
-        "PHASE",
-        "NODES",
-        "WORLD",
-        "EPOCH",
-        "STEP",
-        "RESTARTS",
-        "AGE",
-    ]
+    assert lines[0].split() == KUBECTL_GET_COLUMNS
     assert lines[1].split()[:7] == ["shown", "Running", "3", "6", "2", "1234", "2"]
 
 

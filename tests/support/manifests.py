@@ -12,6 +12,8 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = REPO_ROOT / "deploy/examples"
 INVALID_DIR = REPO_ROOT / "tests/fixtures/invalid"
+KUBECTL_GET_COLUMNS = ["NAME", "PHASE", "NODES", "WORLD", "EPOCH", "STEP", "RESTARTS", "AGE"]
+"""The columns `kubectl get tj` shows (the CRD's printer columns, as a user reads them)."""
 _EXPECT = re.compile(r"^# expect-field: (\S+)$", re.MULTILINE)
 
 
