@@ -77,7 +77,8 @@ def test_explain_describes_a_field_with_its_rules_and_defaults() -> None:
     assert "min\t<integer> -required-" in result.output
     assert "spec.replicas.min must be less than or equal to spec.replicas.max" in result.output
     policy = cli.invoke(app, ["explain", "spec.failurePolicy"])
-    assert "hangTimeoutSeconds\t<integer> (default: 600)" in policy.output
+    assert "scheduleTimeoutSeconds\t<integer> (default: 300)" in policy.output
+    assert "hangTimeoutSeconds\t<integer>\n" in policy.output  # unset: adaptive
     unknown = cli.invoke(app, ["explain", "spec.replica"])
     assert unknown.exit_code == 2
     assert 'field "replica" does not exist in spec' in unknown.output

@@ -163,10 +163,13 @@ class FailurePolicy(SpecModel):
     )
     """Exit codes that mean a transient failure: they count as infrastructure, not application."""
 
-    hang_timeout_seconds: Annotated[int, Field(ge=1)] = 600
+    hang_timeout_seconds: Annotated[int | None, Field(ge=1)] = None
     """A training step that does not advance for this long is a hang and restarts the gang. The
     clock starts at each epoch's first reported step; start-up is bounded by the trainer's
-    rendezvous and preflight timeouts instead."""
+    rendezvous and preflight timeouts instead. Unset, the timeout adapts to the job: 10 x the
+    slowest rank's mean step time (status.progress.stepSeconds), at least 30 s, and 30 s until the
+    trainer first reports step times. Set it for steps longer than 30 s, or for pauses between
+    steps longer than the adaptive timeout (blocking checkpoint saves, evaluation)."""
 
     straggler_factor: Annotated[float, Field(gt=1)] = 2.0
     """A rank whose step time stays above this factor times the median is a straggler."""

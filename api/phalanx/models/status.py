@@ -70,6 +70,11 @@ class Progress(KubeModel):
     loss: float | None = None
     """Training loss at `step`."""
 
+    step_seconds: Annotated[float | None, Field(gt=0)] = None
+    """The slowest rank's mean step time, from the last heartbeat that carried one (it may come
+    from the previous epoch until this one reports its own); the adaptive hang timeout scales
+    with it."""
+
     updated_at: datetime | None = None
     """When the operator saw the step last advance (a hang is measured from here)."""
 

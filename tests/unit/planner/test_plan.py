@@ -21,6 +21,7 @@ from phalanx.operator.planner import (
     ObserveRecovery,
     PatchStatus,
 )
+from phalanx.operator.planner.actions import Plan
 from phalanx.operator.planner.config import PlannerConfig
 from tests.unit.planner.builders import at, beat, job, pods, step
 
@@ -284,6 +285,71 @@ def test_an_epoch_without_a_step_yet_is_starting_not_hung() -> None:
     assert j.status is not None
     assert j.status.epoch == 2
     assert "Hang" in events(plan)
+
+
+def hang_message(plan: Plan) -> str:
+    """The Hang event's message."""
+    return next(e.message for e in plan.of_type(EmitEvent) if e.reason == "Hang")
+
+
+def test_default_hang_timeout_is_the_floor_until_a_step_time_is_known() -> None:
+    j = launched()
+    running = tuple(pods(1, 4))
+    j, plan = step(j, Observed(pods=running, heartbeat=beat(1, 5)), at(12))
+    assert plan.requeue_after == 30
+    j, plan = step(j, Observed(pods=running, heartbeat=beat(1, 5)), at(41))
+    assert "Hang" not in events(plan)
+    j, plan = step(j, Observed(pods=running, heartbeat=beat(1, 5)), at(43))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.failures[-1].reason) == (2, "Hang")
+    assert hang_message(plan) == (
+        "no progress for 31 s at step 5 (timeout 30 s: adaptive floor, no step time yet)"
+    )
+    assert j.status.failures[-1].message == hang_message(plan)
+
+
+def test_default_hang_timeout_scales_with_the_slowest_ranks_step_time() -> None:
+    """Most heartbeats carry no step times (the trainer gathers them every few steps): status
+    keeps the last, also into the next epoch until that one reports its own."""
+    j = launched()
+    running = tuple(pods(1, 4))
+    slow = beat(1, 10, rank_step_seconds=[4.0, 4.2, 3.9, 4.0], window_steps=20)
+    j, _ = step(j, Observed(pods=running, heartbeat=slow), at(12))
+    j, plan = step(j, Observed(pods=running, heartbeat=beat(1, 11)), at(16))
+    assert j.status is not None
+    assert j.status.progress is not None
+    assert j.status.progress.step_seconds == 4.2
+    assert plan.requeue_after == 42
+    j, plan = step(j, Observed(pods=running, heartbeat=beat(1, 11)), at(57))
+    assert "Hang" not in events(plan)
+    j, plan = step(j, Observed(pods=running, heartbeat=beat(1, 11)), at(58))
+    assert hang_message(plan) == (
+        "no progress for 42 s at step 11 (timeout 42 s: adaptive, 10 x 4.2 s step time, floor 30 s)"
+    )
+    j, _ = step(j, Observed(), at(59))
+    j, plan = step(j, Observed(pods=tuple(pods(2, 4)), heartbeat=beat(2, 12)), at(70))
+    assert plan.requeue_after == 42
+
+
+def test_fast_steps_keep_the_floor() -> None:
+    j = launched()
+    fast = beat(1, 10, rank_step_seconds=[0.5, 0.6], window_steps=20)
+    j, plan = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=fast), at(12))
+    assert plan.requeue_after == 30
+    j, plan = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=fast), at(42))
+    assert "(timeout 30 s: adaptive, 10 x 0.6 s step time, floor 30 s)" in hang_message(plan)
+
+
+def test_hang_timeout_set_by_the_user_wins_over_the_step_time() -> None:
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    slow = beat(1, 10, rank_step_seconds=[4.0, 4.2], window_steps=20)
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=slow), at(12))
+    j, plan = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=slow), at(22))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert hang_message(plan) == (
+        "no progress for 10 s at step 10 (timeout 10 s: hangTimeoutSeconds)"
+    )
 
 
 def test_straggler_node_is_avoided_next_epoch() -> None:

@@ -134,3 +134,35 @@ def test_sizes_stay_in_range_and_keep_dp_integer(case: tuple[object, int]) -> No
 def test_straggler_ranks(times: list[float], window: int, slow: list[int]) -> None:
     hb = beat(1, 10, rank_step_seconds=times, window_steps=window)
     assert heartbeat.straggler_ranks(hb, factor=2.0, min_window=10) == slow
+
+
+@pytest.mark.parametrize(
+    ("times", "window", "seconds"),
+    [([1.0, 2.5, 1.2], 20, 2.5), ([1.0, 2.5], 0, None), ([], 20, None),
+     ([0.0, float("nan"), 1.5], 20, 1.5)],
+)  # fmt: skip
+def test_slowest_step_seconds(times: list[float], window: int, seconds: float | None) -> None:
+    hb = beat(1, 10, rank_step_seconds=times, window_steps=window)
+    assert heartbeat.slowest_step_seconds(hb) == seconds
+
+
+@pytest.mark.parametrize(
+    ("user", "step_seconds", "seconds", "why"),
+    [
+        (None, None, 30, "30 s: adaptive floor, no step time yet"),
+        (None, 2.1, 30, "30 s: adaptive, 10 x 2.1 s step time, floor 30 s"),
+        (None, 4.5, 45, "45 s: adaptive, 10 x 4.5 s step time, floor 30 s"),
+        (None, 120.0, 1200, "1200 s: adaptive, 10 x 120 s step time, floor 30 s"),
+        (10, None, 10, "10 s: hangTimeoutSeconds"),
+        (600, 0.2, 600, "600 s: hangTimeoutSeconds"),
+    ],
+)
+def test_hang_timeout(
+    user: int | None, step_seconds: float | None, seconds: float, why: str
+) -> None:
+    timeout = heartbeat.hang_timeout(user, step_seconds)
+    assert (timeout.seconds, timeout.why) == (seconds, why)
+
+
+def test_hang_timeout_defaults_to_adaptive() -> None:
+    assert job().spec.failure_policy.hang_timeout_seconds is None

@@ -1,18 +1,42 @@
 """Reading the heartbeat: progress, hangs and stragglers.
 
-A hang is a step that does not advance for hangTimeoutSeconds, measured on the operator's clock
-from when it last saw the step change (from the epoch's first reported step on). A straggler is a
-rank whose mean step time over the agent's window stays above stragglerFactor x the median of the
-others.
+A hang is a step that does not advance for the hang timeout, measured on the operator's clock from
+when it last saw the step change (from the epoch's first reported step on). The timeout is
+hangTimeoutSeconds when the user sets it; otherwise it adapts to the job (`hang_timeout`). A
+straggler is a rank whose mean step time over the agent's window stays above stragglerFactor x the
+median of the others.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.status import TrainingJobStatus
+
+HANG_FLOOR_SECONDS = 30.0
+"""The shortest adaptive hang timeout, and the one used until a step time is known.
+
+It absorbs what does not scale with the step time: the agent's heartbeat period (2 s) and the
+Lease's way to the operator, and the pauses between steps that are not steps (an asynchronous
+checkpoint's staging, a data-epoch boundary, logging). It stays well under the trainer's
+steady-state collective timeout (300 s) and NCCL's (600 s), so the operator, not a collective,
+finds a stalled step. Jobs that pause longer between steps (blocking checkpoint saves, evaluation)
+set hangTimeoutSeconds, and so do jobs whose steps take longer than the floor: the trainer first
+reports step times at its first gather (every 10th step), and until then the floor applies.
+"""
+
+HANG_STEP_FACTOR = 10.0
+"""An adaptive hang is a step that takes this many times the slowest rank's mean step time.
+
+Normal steps vary within a few times the mean (data loading, GC, the step that stages a
+checkpoint); a rank that stays slower is the straggler check's business (stragglerFactor, 2 by
+default). 10x also holds after a restart at a smaller size, when each rank does more of the batch
+and the step time of the previous epoch (the estimate until the new one reports) is too short.
+"""
 
 
 def advanced(status: TrainingJobStatus, heartbeat: Heartbeat | None) -> bool:
@@ -23,9 +47,45 @@ def advanced(status: TrainingJobStatus, heartbeat: Heartbeat | None) -> bool:
     return progress is None or progress.epoch != heartbeat.epoch or progress.step != heartbeat.step
 
 
-def hang_deadline(status: TrainingJobStatus, hang_timeout_seconds: int) -> datetime | None:
-    """When the current epoch counts as hung if its step does not move; None until the epoch
-    reports its first step.
+def slowest_step_seconds(heartbeat: Heartbeat) -> float | None:
+    """The slowest rank's mean step time over the heartbeat's window; None without a window.
+
+    The trainer gathers the ranks' step times only every few steps, so most heartbeats carry none:
+    `Progress.stepSeconds` keeps the last one seen.
+    """
+    times = [t for t in heartbeat.rank_step_seconds if math.isfinite(t) and t > 0]
+    if heartbeat.window_steps < 1 or not times:
+        return None
+    return max(times)
+
+
+@dataclass(frozen=True)
+class HangTimeout:
+    """How long a step may take before it is a hang, and why (for the Hang event)."""
+
+    seconds: float
+    why: str
+
+
+def hang_timeout(hang_timeout_seconds: int | None, step_seconds: float | None) -> HangTimeout:
+    """The user's hangTimeoutSeconds if set; else max(floor, factor x the observed step time),
+    and the floor while no step time is known."""
+    if hang_timeout_seconds is not None:
+        return HangTimeout(hang_timeout_seconds, f"{hang_timeout_seconds} s: hangTimeoutSeconds")
+    floor, factor = HANG_FLOOR_SECONDS, HANG_STEP_FACTOR
+    if step_seconds is None:
+        return HangTimeout(floor, f"{floor:.0f} s: adaptive floor, no step time yet")
+    seconds = max(floor, factor * step_seconds)
+    return HangTimeout(
+        seconds,
+        f"{seconds:.0f} s: adaptive, {factor:.0f} x {step_seconds:.3g} s step time, "
+        f"floor {floor:.0f} s",
+    )
+
+
+def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime | None:
+    """When the current epoch counts as hung if its step does not move for `timeout_seconds` (see
+    `hang_timeout`); None until the epoch reports its first step.
 
     Start-up (imports, rendezvous, the first step's compilation or data loading) is not a step:
     a rank that never arrives is caught by the trainer's rendezvous and preflight timeouts, which
@@ -34,7 +94,7 @@ def hang_deadline(status: TrainingJobStatus, hang_timeout_seconds: int) -> datet
     progress = status.progress
     if progress is None or progress.epoch != status.epoch or progress.updated_at is None:
         return None
-    return progress.updated_at + timedelta(seconds=hang_timeout_seconds)
+    return progress.updated_at + timedelta(seconds=timeout_seconds)
 
 
 def straggler_ranks(heartbeat: Heartbeat, factor: float, min_window: int) -> list[int]:

@@ -25,12 +25,16 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
         )
     beat = d.observed.heartbeat
     if beat is not None and heartbeat.advanced(d.status, beat):
+        step_seconds = heartbeat.slowest_step_seconds(beat)
+        if step_seconds is None and d.status.progress is not None:
+            step_seconds = d.status.progress.step_seconds  # most heartbeats carry no window
         d.status.progress = Progress(
             epoch=beat.epoch,
             step=beat.step,
             data_epoch=beat.data_epoch,
             samples_per_second=beat.samples_per_second,
             loss=beat.loss,
+            step_seconds=step_seconds,
             updated_at=d.now,
         )
         d.status.consecutive_failures = 0

@@ -95,32 +95,24 @@ def fail(d: Decision, reason: str, message: str) -> None:
 
 
 def hang(d: Decision, _: PlannerConfig) -> bool:
-    """A step that does not advance for hangTimeoutSeconds restarts the gang."""
-    if d.status.phase != "Running":
+    """A step that does not advance for the hang timeout (hangTimeoutSeconds, or adaptive to the
+    step time) restarts the gang."""
+    progress = d.status.progress
+    if d.status.phase != "Running" or progress is None:
         return False
-    due = heartbeat.hang_deadline(d.status, d.spec.failure_policy.hang_timeout_seconds)
+    timeout = heartbeat.hang_timeout(
+        d.spec.failure_policy.hang_timeout_seconds, progress.step_seconds
+    )
+    due = heartbeat.hang_deadline(d.status, timeout.seconds)
     if due is None:
         return False
     if d.now < due:
         d.requeue_at(due)
         return False
-    step = d.status.progress.step if d.status.progress else 0
-    d.event(
-        "Hang",
-        f"no progress for {d.spec.failure_policy.hang_timeout_seconds} s at step {step}",
-        "Warning",
-    )
-    restart(
-        d,
-        [
-            Verdict(
-                "infrastructure",
-                "Hang",
-                pod=f"epoch {d.status.epoch}",
-                message=f"stalled at step {step}",
-            )
-        ],
-    )
+    stalled = timeout.seconds + (d.now - due).total_seconds()
+    message = f"no progress for {stalled:.0f} s at step {progress.step} (timeout {timeout.why})"
+    d.event("Hang", message, "Warning")
+    restart(d, [Verdict("infrastructure", "Hang", pod=f"epoch {d.status.epoch}", message=message)])
     return True
 
 
