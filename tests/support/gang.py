@@ -26,15 +26,18 @@ class LocalNode:
     log: Path
 
     def workers(self) -> list[int]:
-        """Pids of the agent's worker processes."""
+        """Pids of the agent's worker processes: its children, or for warm workers the children
+        of its fork server (a multiprocessing helper, as is its resource tracker)."""
+        import psutil
+
         pids = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[1]) == self.process.pid:
-                pids.append(int(stat.parent.name))
+        try:
+            children = psutil.Process(self.process.pid).children()
+            for child in children:
+                helper = "multiprocessing" in " ".join(child.cmdline())
+                pids += [c.pid for c in child.children()] if helper else [child.pid]
+        except psutil.NoSuchProcess:
+            pass
         return sorted(pids)
 
     def kill_a_worker(self) -> None:

@@ -14,6 +14,24 @@ from phalanx.models.base import KubeModel
 from phalanx.models.status import CheckpointRef
 
 
+class StartupTimes(KubeModel):
+    """When global rank 0 of an epoch reached each stage of its start (wall-clock seconds since
+    the Unix epoch): where a restart's seconds go."""
+
+    spawned: float | None = None
+    """The agent started the worker process."""
+    started: float
+    """The worker's program began (after its interpreter and imports)."""
+    rendezvous: float
+    """The process group formed and the preflight collective passed."""
+    built: float | None = None
+    """The model, optimizer and data were built (the reference trainer)."""
+    loaded: float
+    """The checkpoint was loaded (or there was none)."""
+    first_step: float
+    """The epoch's first training step completed."""
+
+
 class Heartbeat(KubeModel):
     """Progress of one epoch, renewed every few seconds by node rank 0's agent."""
 
@@ -40,3 +58,6 @@ class Heartbeat(KubeModel):
 
     checkpoint: CheckpointRef | None = None
     """Newest committed checkpoint."""
+
+    startup: StartupTimes | None = None
+    """How the epoch started, once its first step completed."""

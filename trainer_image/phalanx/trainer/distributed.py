@@ -21,10 +21,9 @@ from typing import cast
 import torch
 import torch.distributed as dist
 
-from phalanx.models import exits
+from phalanx.models import env, exits
 
-ERROR_FILE_ENV = "PHALANX_WORKER_ERROR_FILE"
-"""Where a worker writes why it failed; the agent copies it into the termination message."""
+ERROR_FILE_ENV = env.PHALANX_WORKER_ERROR_FILE
 
 
 class PreflightError(RuntimeError):

@@ -17,11 +17,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from phalanx.models.heartbeat import Heartbeat
+from phalanx.models import env
+from phalanx.models.heartbeat import Heartbeat, StartupTimes
 from phalanx.models.status import CheckpointRef
 
-PROGRESS_FILE_ENV = "PHALANX_PROGRESS_FILE"
-"""Where global rank 0 writes its heartbeat JSON for the agent to publish."""
+PROGRESS_FILE_ENV = env.PHALANX_PROGRESS_FILE
 
 
 @dataclass
@@ -60,6 +60,7 @@ class HeartbeatWriter:
     _times: deque[float] = field(default_factory=lambda: deque(maxlen=20))
     _last: float = field(default_factory=time.monotonic)
     checkpoint: CheckpointRef | None = None
+    startup: StartupTimes | None = None
 
     def step_done(
         self, step: int, loss: float, samples: int, data_epoch: int, gather_every: int = 10
@@ -85,6 +86,7 @@ class HeartbeatWriter:
             rank_step_seconds=rank_times,
             window_steps=len(self._times) if rank_times else 0,
             checkpoint=self.checkpoint,
+            startup=self.startup,
         )
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(beat.model_dump_json(by_alias=True, exclude_none=True))

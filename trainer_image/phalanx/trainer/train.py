@@ -21,7 +21,8 @@ from typing import Any, cast
 import torch
 import torch.distributed as dist
 
-from phalanx.models import exits
+from phalanx.models import env, exits
+from phalanx.models.heartbeat import StartupTimes
 from phalanx.trainer import distributed, parallel
 from phalanx.trainer.checkpoint import CheckpointManager
 from phalanx.trainer.config import TrainerConfig
@@ -73,7 +74,7 @@ class Trainer:
             {"event": "resume", "step": self.progress.step, "world": self.world, "from": step}
         )
 
-    def train(self) -> None:
+    def train(self, startup: Startup | None = None) -> None:
         config = self.config
         first = True
         while self.progress.step < config.steps:
@@ -85,6 +86,10 @@ class Trainer:
                         steady=timedelta(seconds=config.collective_timeout_seconds)
                     )
                 )
+                if startup is not None:
+                    self.heartbeat.startup = startup.first_step()
+                    self._log({"event": "startup", "epoch": self.pod.epoch,
+                               **self.heartbeat.startup.model_dump()})  # fmt: skip
             self.heartbeat.step_done(
                 self.progress.step,
                 loss,
@@ -161,16 +166,36 @@ class Trainer:
             out.write(json.dumps(record) + "\n")
 
 
+class Startup:
+    """Stamps the stages of this worker's start (see phalanx.models.heartbeat.StartupTimes)."""
+
+    def __init__(self) -> None:
+        spawned = os.environ.get(env.PHALANX_SPAWNED_AT)
+        self.times: dict[str, float | None] = {"spawned": float(spawned) if spawned else None}
+        self.mark("started")
+
+    def mark(self, stage: str) -> None:
+        self.times[stage] = round(time.time(), 3)
+
+    def first_step(self) -> StartupTimes:
+        self.mark("first_step")
+        return StartupTimes.model_validate(self.times)
+
+
 def main() -> None:
+    startup = Startup()
     config = TrainerConfig(_cli_parse_args=sys.argv[1:] or False)
     pod = PodEnv()
     with distributed.failures_as_exit_codes():
         timeouts = distributed.Timeouts()
         distributed.init(timeouts)
         distributed.preflight(timeouts)
+        startup.mark("rendezvous")
         trainer = Trainer(config, pod)
+        startup.mark("built")
         trainer.resume()
-        trainer.train()
+        startup.mark("loaded")
+        trainer.train(startup)
         trainer.close()
         dist.destroy_process_group()
     # Everything is saved and the process group is gone. Skip the interpreter's teardown of

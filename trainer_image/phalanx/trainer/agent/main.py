@@ -3,6 +3,12 @@
 Without a command it runs the reference trainer; with one (`phalanx-agent python train.py`) it
 runs that command once per worker, with RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE set, so
 an unmodified torchrun-style script works.
+
+With an assignment channel (PHALANX_ASSIGNMENT_FILE) the pod outlives its epoch: when the operator
+publishes a new epoch, the agent stops its workers and starts the new epoch's with the rank it was
+given, and a failure of its workers is reported, not a reason to exit; a pod the assignment does
+not name (a hot spare) stands by with its fork server warm. Without one it runs the single epoch
+its env describes and exits with the gang's outcome.
 """
 
 from __future__ import annotations
@@ -13,18 +19,19 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from phalanx.models import env as contract
 from phalanx.models import exits
+from phalanx.models.assignment import AgentReport, AgentState, EpochAssignment
+from phalanx.trainer.agent.channel import Assignments, FileAssignments, FileReports, Reports
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
-from phalanx.trainer.agent.supervisor import Supervisor
+from phalanx.trainer.agent.supervisor import POLL_SECONDS, Outcome, Supervisor
+from phalanx.trainer.agent.warm import Launcher
 from phalanx.trainer.contract import PodEnv
-from phalanx.trainer.distributed import ERROR_FILE_ENV
-from phalanx.trainer.progress import PROGRESS_FILE_ENV
 
-HEARTBEAT_FILE_ENV = contract.PHALANX_HEARTBEAT_FILE
-TERMINATION_LOG_ENV = contract.PHALANX_TERMINATION_LOG
 HEARTBEAT_SECONDS = 2.0
 """Default heartbeat period; PHALANX_HEARTBEAT_SECONDS overrides it."""
 REFERENCE_TRAINER = [sys.executable, "-m", "phalanx.trainer.train"]
@@ -34,7 +41,7 @@ def heartbeat_sink(pod: PodEnv) -> HeartbeatSink | None:
     """Node rank 0 publishes; to a file when asked (local), else to the job's Lease."""
     if pod.node_rank != 0:
         return None
-    if path := os.environ.get(HEARTBEAT_FILE_ENV):
+    if path := os.environ.get(contract.PHALANX_HEARTBEAT_FILE):
         return FileSink(Path(path))
     if pod.heartbeat_lease and pod.namespace and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return LeaseSink(pod.namespace, pod.heartbeat_lease, os.environ.get("HOSTNAME", "agent"))
@@ -42,63 +49,218 @@ def heartbeat_sink(pod: PodEnv) -> HeartbeatSink | None:
 
 
 def write_termination_message(message: str) -> None:
-    path = Path(os.environ.get(TERMINATION_LOG_ENV, "/dev/termination-log"))
+    path = Path(os.environ.get(contract.PHALANX_TERMINATION_LOG, "/dev/termination-log"))
     with contextlib.suppress(OSError):  # not in a pod: the message is on stderr too
         path.write_text(message[:4000])
 
 
-def main(argv: list[str] | None = None) -> int:
-    command = (argv if argv is not None else sys.argv[1:]) or REFERENCE_TRAINER
-    pod = PodEnv()
-    rundir = Path(tempfile.mkdtemp(prefix="phalanx-agent-"))
-    progress = rundir / "progress.json"
-    supervisor = Supervisor()
-    for local_rank in range(pod.nproc_per_node):
-        worker_env = pod.worker_env(local_rank)
-        error_file = rundir / f"error-{worker_env['RANK']}"
-        env = {
-            **os.environ,
-            **worker_env,
-            ERROR_FILE_ENV: str(error_file),
-            PROGRESS_FILE_ENV: str(progress),
-        }
-        supervisor.spawn(command, env, local_rank, int(worker_env["RANK"]), error_file)
+def epoch_env(base: dict[str, str], assignment: EpochAssignment, node_rank: int) -> dict[str, str]:
+    """The pod's env with an epoch's assignment in place of the values it was created with."""
+    values = {
+        contract.MASTER_ADDR: assignment.master_addr,
+        contract.MASTER_PORT: str(assignment.master_port),
+        contract.NNODES: str(assignment.nodes),
+        contract.NODE_RANK: str(node_rank),
+    }
+    merged = {**base, **values, contract.PHALANX_EPOCH: str(assignment.epoch)}
+    for name, value in values.items():
+        merged[contract.TORCHRUN_PREFIX + name] = value
+    if contract.PHALANX_DATA_PARALLEL in base:
+        model_parallel = int(base.get(contract.PHALANX_TENSOR_PARALLEL, "1")) * int(
+            base.get(contract.PHALANX_PIPELINE_PARALLEL, "1")
+        )
+        nproc = int(base.get(contract.NPROC_PER_NODE, "1"))
+        merged[contract.PHALANX_DATA_PARALLEL] = str(assignment.nodes * nproc // model_parallel)
+    return merged
 
-    preempted = False
 
-    def on_sigterm(*_: object) -> None:
-        nonlocal preempted
-        preempted = True
-        supervisor.signal_all(signal.SIGTERM)  # workers checkpoint, then exit
+def static_assignment(pod: PodEnv, name: str) -> EpochAssignment:
+    """The one epoch a pod without an assignment channel runs: the one its env describes."""
+    return EpochAssignment(
+        epoch=pod.epoch, nodes=pod.nnodes, master_addr=pod.master_addr,
+        master_port=pod.master_port, ranks={name: pod.node_rank},
+    )  # fmt: skip
 
-    signal.signal(signal.SIGTERM, on_sigterm)
-    sink = heartbeat_sink(pod)
-    period = float(os.environ.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
-    last_beat = 0.0
 
-    def publish() -> None:
-        nonlocal last_beat
-        if sink is None or time.monotonic() - last_beat < period:
+@dataclass
+class Gang:
+    """This node's workers for one epoch, and the heartbeat they feed."""
+
+    epoch: int
+    supervisor: Supervisor
+    progress: Path
+    sink: HeartbeatSink | None
+    period: float
+    last_beat: float = 0.0
+
+    def publish(self, force: bool = False) -> None:
+        if self.sink is None or (not force and time.monotonic() - self.last_beat < self.period):
             return
-        last_beat = time.monotonic()
-        if (beat := read_heartbeat(progress)) is not None:
+        self.last_beat = time.monotonic()
+        if (beat := read_heartbeat(self.progress)) is not None and beat.epoch == self.epoch:
             try:
-                sink.publish(beat)
+                self.sink.publish(beat)
             except Exception as error:  # a missed heartbeat must not kill training
                 print(f"phalanx-agent: heartbeat not published: {error}", file=sys.stderr)
 
-    outcome = supervisor.wait(publish)
-    last_beat = 0.0
-    publish()
-    if preempted:
-        outcome.code = exits.SIGNAL_BASE + signal.SIGTERM
-        outcome.message = "preempted (SIGTERM): workers checkpointed and stopped"
-    if outcome.code != exits.OK:
-        write_termination_message(outcome.message)
+
+@dataclass
+class Agent:
+    """The node pod's agent: runs each epoch it is assigned, reports what happens."""
+
+    name: str
+    launcher: Launcher
+    assignments: Assignments
+    reports: Reports | None
+    """None without a channel: the agent runs one epoch and exits with its outcome."""
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    rundir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="phalanx-agent-")))
+    gang: Gang | None = None
+    last_epoch: int = -1
+    preempted: bool = False
+
+    @property
+    def in_place(self) -> bool:
+        return self.reports is not None
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.launcher.warm_up()
+        self.report("standby")
+        while True:
+            if self.preempted:
+                return self._stop_preempted()
+            self._follow(self.assignments.current())
+            if self.gang is not None:
+                self.gang.publish()
+                outcome = self.gang.supervisor.poll()
+                if outcome is not None:
+                    code = self._ended(outcome)
+                    if code is not None:
+                        return code
+            time.sleep(POLL_SECONDS)
+
+    def _follow(self, assignment: EpochAssignment | None) -> None:
+        """Start the newest epoch this pod belongs to; leave one it no longer belongs to."""
+        if assignment is None or assignment.epoch <= self.last_epoch:
+            return
+        self.last_epoch = assignment.epoch
+        self._stop_gang()
+        rank = assignment.ranks.get(self.name)
+        if rank is None:
+            self.report("standby", assignment.epoch)
+            return
+        self._start(assignment, rank)
+
+    def _start(self, assignment: EpochAssignment, node_rank: int) -> None:
+        env = epoch_env(self.base_env, assignment, node_rank)
+        pod = PodEnv.model_validate(env)
+        progress = self.rundir / f"progress-{assignment.epoch}.json"
+        supervisor = Supervisor(self.launcher, stop_grace_seconds=0 if self.in_place else 10)
+        for local_rank in range(pod.nproc_per_node):
+            worker_env = pod.worker_env(local_rank)
+            rank = int(worker_env[contract.RANK])
+            supervisor.spawn(
+                {
+                    **env,
+                    **worker_env,
+                    contract.PHALANX_WORKER_ERROR_FILE: str(self.rundir / f"error-{rank}"),
+                    contract.PHALANX_PROGRESS_FILE: str(progress),
+                    contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
+                },
+                local_rank,
+                rank,
+                self.rundir / f"error-{rank}",
+            )
+        period = float(env.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
+        self.gang = Gang(assignment.epoch, supervisor, progress, heartbeat_sink(pod), period)
+        workers = {str(w.rank): w.process.pid for w in supervisor.workers}
+        self.report("running", assignment.epoch, workers=workers)
+
+    def _ended(self, outcome: Outcome) -> int | None:
+        """The gang ended: the exit code, or None when the agent waits for the next epoch."""
+        assert self.gang is not None
+        self.gang.publish(force=True)
+        epoch, self.gang = self.gang.epoch, None
+        if outcome.code == exits.OK:
+            self.report("succeeded", epoch)
+            return exits.OK
         print(
             f"phalanx-agent: {outcome.message} (exit {outcome.code})", file=sys.stderr, flush=True
         )
-    return outcome.code
+        if not self.in_place:
+            write_termination_message(outcome.message)
+            return outcome.code
+        failed_at = datetime.fromtimestamp(outcome.failed_at or time.time(), UTC)
+        self.report("failed", epoch, outcome.code, outcome.message, failed_at)
+        return None
+
+    def _stop_gang(self) -> None:
+        if self.gang is not None:
+            self.gang.supervisor.kill()
+            self.gang = None
+
+    def _on_sigterm(self, *_: object) -> None:
+        self.preempted = True
+        if self.gang is not None:
+            self.gang.supervisor.signal_all(signal.SIGTERM)  # workers checkpoint, then exit
+
+    def _stop_preempted(self) -> int:
+        """SIGTERM (pod deleted, node drained): workers checkpoint and stop within the grace."""
+        if self.gang is not None:
+            self.gang.supervisor.wait()
+            self.gang.publish(force=True)
+        message = "preempted (SIGTERM): workers checkpointed and stopped"
+        write_termination_message(message)
+        print(f"phalanx-agent: {message}", file=sys.stderr, flush=True)
+        return exits.SIGNAL_BASE + signal.SIGTERM
+
+    def report(
+        self,
+        state: AgentState,
+        epoch: int = 0,
+        code: int | None = None,
+        message: str | None = None,
+        failed_at: datetime | None = None,
+        workers: dict[str, int] | None = None,
+    ) -> None:
+        if self.reports is None:
+            return
+        report = AgentReport(
+            pod=self.name, state=state, epoch=epoch, exit_code=code, message=message,
+            time=datetime.now(UTC), failed_at=failed_at, workers=workers or {},
+        )  # fmt: skip
+        try:
+            self.reports.publish(report)
+        except Exception as error:  # the operator then sees the pod as it is, without details
+            print(f"phalanx-agent: state not reported: {error}", file=sys.stderr, flush=True)
+
+
+class _Static:
+    """The single assignment of a pod without a channel."""
+
+    def __init__(self, assignment: EpochAssignment) -> None:
+        self.assignment = assignment
+
+    def current(self) -> EpochAssignment | None:
+        return self.assignment
+
+
+def build(command: list[str]) -> Agent:
+    """The agent for this pod: with the assignment channel its env names, or its one epoch."""
+    name = os.environ.get(contract.PHALANX_POD_NAME) or os.environ.get("HOSTNAME", "agent")
+    launcher = Launcher(command)
+    assignment_file = os.environ.get(contract.PHALANX_ASSIGNMENT_FILE)
+    report_file = os.environ.get(contract.PHALANX_AGENT_REPORT_FILE)
+    if assignment_file and report_file:
+        channel = FileAssignments(Path(assignment_file)), FileReports(Path(report_file))
+        return Agent(name, launcher, *channel)
+    return Agent(name, launcher, _Static(static_assignment(PodEnv(), name)), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = (argv if argv is not None else sys.argv[1:]) or REFERENCE_TRAINER
+    return build(command).run()
 
 
 def run() -> None:

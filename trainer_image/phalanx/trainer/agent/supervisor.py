@@ -4,7 +4,6 @@ says what happened (see phalanx.models.exits)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import time
@@ -12,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from phalanx.models import exits
+from phalanx.trainer.agent.warm import Launcher, WorkerProcess, signal_worker
 
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -22,13 +22,15 @@ class Outcome:
 
     code: int
     message: str
+    failed_at: float | None = None
+    """Wall time the first failure was seen (None on success)."""
 
 
 @dataclass
 class Worker:
     local_rank: int
     rank: int
-    process: subprocess.Popen[bytes]
+    process: WorkerProcess
     error_file: Path
 
 
@@ -38,6 +40,7 @@ def _root_cause_first(worker: Worker) -> tuple[int, int]:
     equals the lowest rank (rank 0 coordinates, e.g. the preflight barrier that names the missing
     ranks)."""
     code = worker.process.returncode
+    assert code is not None
     if code < 0:
         return 0, worker.rank
     return (2 if code == exits.COMMUNICATION else 1), worker.rank
@@ -45,39 +48,52 @@ def _root_cause_first(worker: Worker) -> tuple[int, int]:
 
 @dataclass
 class Supervisor:
+    """One epoch's workers on this node."""
+
+    launcher: Launcher
     workers: list[Worker] = field(default_factory=list)
     stop_grace_seconds: float = 10.0
     settle_seconds: float = 2.0
 
-    def spawn(
-        self, argv: list[str], env: dict[str, str], local_rank: int, rank: int, error_file: Path
-    ) -> None:
-        process = subprocess.Popen(argv, env=env, start_new_session=True)
-        self.workers.append(Worker(local_rank, rank, process, error_file))
+    def spawn(self, env: dict[str, str], local_rank: int, rank: int, error_file: Path) -> None:
+        error_file.unlink(missing_ok=True)
+        self.workers.append(Worker(local_rank, rank, self.launcher.spawn(env), error_file))
 
     def signal_all(self, signum: int) -> None:
         for worker in self.workers:
-            if worker.process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(worker.process.pid, signum)
+            signal_worker(worker.process, signum)
+
+    def poll(self) -> Outcome | None:
+        """None while the gang trains; its outcome once all exited 0 or one failed (then the
+        rest have been stopped)."""
+        codes = [w.process.poll() for w in self.workers]
+        if any(c not in (None, 0) for c in codes):
+            failed_at = time.time()
+            outcome = self._stop_after(self._root_cause())
+            outcome.failed_at = failed_at
+            return outcome
+        if all(c == 0 for c in codes):
+            return Outcome(exits.OK, f"all {len(self.workers)} workers exited 0")
+        return None
 
     def wait(self, tick: object = None) -> Outcome:
         """Until all workers exit 0, or one fails; `tick()` runs at each poll."""
-        while True:
-            codes = [w.process.poll() for w in self.workers]
-            if any(c not in (None, 0) for c in codes):
-                return self._stop_after(self._root_cause())
-            if all(c == 0 for c in codes):
-                return Outcome(exits.OK, f"all {len(self.workers)} workers exited 0")
+        while (outcome := self.poll()) is None:
             if callable(tick):
                 tick()
             time.sleep(POLL_SECONDS)
+        return outcome
 
     def wait_all(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         for worker in self.workers:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL every worker now and reap them: a new epoch replaces them, and what they hold
+        is in the checkpoint already."""
         self.signal_all(signal.SIGKILL)
         for worker in self.workers:
             worker.process.wait()
@@ -103,6 +119,7 @@ class Supervisor:
         self.signal_all(signal.SIGTERM)
         self.wait_all(self.stop_grace_seconds)
         code = first.process.returncode
+        assert code is not None
         detail = first.error_file.read_text().strip() if first.error_file.exists() else ""
         if code < 0:  # killed by a signal
             name = signal.Signals(-code).name

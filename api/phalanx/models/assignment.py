@@ -1,0 +1,53 @@
+"""The in-place restart protocol between the operator and the pods' agents.
+
+Why: recreating the whole gang on every failure costs pod scheduling, image start, Python and
+torch imports, on every node. Instead the operator publishes each epoch's assignment (which pod
+holds which node rank, where rank 0 listens) and a pod that is still healthy keeps running: its
+agent stops its workers and starts the new epoch's. Each agent, in turn, reports its state, so
+the operator learns of a failure without the pod failing. The same models travel through a file
+on the local backend and through the job's Lease on a cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from phalanx.models.base import KubeModel
+
+AgentState = Literal["standby", "running", "failed", "succeeded"]
+
+
+class EpochAssignment(KubeModel):
+    """Who runs epoch `epoch`: node ranks by pod name, and the rendezvous of the epoch."""
+
+    epoch: Annotated[int, Field(ge=0)]
+    nodes: Annotated[int, Field(ge=1)]
+    """Node pods in the epoch."""
+    master_addr: Annotated[str, Field(min_length=1)]
+    """Address of node rank 0's pod."""
+    master_port: Annotated[int, Field(ge=1, le=65535)]
+    """A fresh port per epoch, so a straggling worker of an earlier epoch can never join."""
+    ranks: dict[str, Annotated[int, Field(ge=0)]]
+    """Pod name -> node rank. A pod that is not named here stops its workers and stands by."""
+
+
+class AgentReport(KubeModel):
+    """What a pod's agent last did: it is alive and takes new assignments."""
+
+    pod: Annotated[str, Field(min_length=1)]
+    state: AgentState
+    epoch: Annotated[int, Field(ge=0)] = 0
+    """The epoch the state belongs to (0 while standing by before any assignment)."""
+    exit_code: int | None = None
+    """For `failed`: the code the pod would have exited with (see phalanx.models.exits)."""
+    message: str | None = None
+    """For `failed`: the one-line reason (as a termination message)."""
+    time: datetime
+    """When the state began."""
+    failed_at: datetime | None = None
+    """For `failed`: when the first worker failed (the start of the recovery)."""
+    workers: dict[str, int] = Field(default_factory=dict)
+    """Global rank -> process id of the running workers (for fault injection and debugging)."""

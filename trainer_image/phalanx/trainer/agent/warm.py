@@ -1,0 +1,173 @@
+"""Warm workers: start each epoch's workers from a fork server that has torch imported already.
+
+Why: importing torch costs 1.2-2.9 s of CPU per process here, paid by every worker of every
+epoch, all at once, on the same cores. The agent itself never imports torch. It keeps a
+multiprocessing fork server whose process imports torch and the command's module once, at the
+pod's start (while it stands by or trains); a new epoch's worker is a fork of it that runs the
+command with `runpy`, as `python` would. A command that is not a Python module or script (a
+shell script, a binary) starts as a plain subprocess.
+
+Forking after importing torch is safe while that process has not started CUDA or thread pools:
+the server only imports, it never runs an operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import runpy
+import subprocess
+import sys
+from dataclasses import dataclass
+from multiprocessing.context import ForkServerContext
+from pathlib import Path
+from typing import Protocol
+
+WARM_MODULES = (
+    "torch",
+    "torch.distributed",
+    "torch.distributed.checkpoint",
+    "torch._dynamo",  # DDP and FSDP import it on first use: 0.7 s per worker here
+)
+"""What every warm worker finds imported, whatever its command."""
+
+
+class WorkerProcess(Protocol):
+    """The part of `subprocess.Popen` the supervisor uses."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+@dataclass(frozen=True)
+class PythonCommand:
+    """`python -m module args...` or `python script.py args...`, the forms runpy can run."""
+
+    module: str | None
+    script: str | None
+    args: tuple[str, ...]
+
+    @property
+    def argv0(self) -> str:
+        return self.script or self.module or "python"
+
+
+def python_command(argv: list[str]) -> PythonCommand | None:
+    """The Python module or script `argv` runs, or None when a fork cannot run it the same way
+    (not Python, or interpreter options such as -X or -c)."""
+    if not argv or not Path(argv[0]).name.startswith("python"):
+        return None
+    rest = [a for a in argv[1:] if a != "-u"]  # unbuffered: the fork flushes anyway
+    if len(rest) >= 2 and rest[0] == "-m":
+        return PythonCommand(rest[1], None, tuple(rest[2:]))
+    if rest and not rest[0].startswith("-"):
+        return PythonCommand(None, rest[0], tuple(rest[1:]))
+    return None
+
+
+def _run_in_fork(command: PythonCommand, env: dict[str, str]) -> None:
+    """The body of a warm worker: its own session (so the agent can signal its whole group),
+    the worker's environment, then the command as `python` would run it."""
+    os.setsid()
+    os.environ.clear()
+    os.environ.update(env)
+    threads = env.get("OMP_NUM_THREADS")
+    torch = sys.modules.get("torch")
+    if threads and threads.isdigit() and torch is not None:
+        torch.set_num_threads(int(threads))  # read at import, in the server's environment
+    sys.stdout.flush()
+    if command.module is not None:
+        sys.argv = [command.module, *command.args]
+        runpy.run_module(command.module, run_name="__main__", alter_sys=True)
+    else:
+        assert command.script is not None
+        sys.argv = [command.script, *command.args]
+        sys.path.insert(0, str(Path(command.script).resolve().parent))
+        runpy.run_path(command.script, run_name="__main__")
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+class ForkedWorker:
+    """A warm worker, with Popen's interface (a negative return code is a signal)."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self._process = process
+
+    @property
+    def pid(self) -> int:
+        pid = self._process.pid
+        assert pid is not None
+        return pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.argv0, timeout or 0.0)
+        return self._process.exitcode
+
+    @property
+    def argv0(self) -> str:
+        return self._process.name
+
+
+@dataclass
+class Launcher:
+    """Starts one command's workers: warm forks when it is Python, subprocesses otherwise."""
+
+    argv: list[str]
+    warm: bool = True
+
+    def __post_init__(self) -> None:
+        self.command = python_command(self.argv) if self.warm else None
+        self._context: ForkServerContext | None = None
+        if self.command is not None:
+            context = multiprocessing.get_context("forkserver")
+            assert isinstance(context, ForkServerContext)
+            modules = [*WARM_MODULES, __name__]
+            if self.command.module is not None:
+                modules.append(self.command.module)
+            context.set_forkserver_preload(modules)
+            self._context = context
+
+    def warm_up(self) -> None:
+        """Start the fork server now, so its imports overlap standing by or the current epoch."""
+        if self._context is not None:
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+
+    def spawn(self, env: dict[str, str]) -> WorkerProcess:
+        if self._context is None or self.command is None:
+            return subprocess.Popen(self.argv, env=env, start_new_session=True)
+        process = self._context.Process(
+            target=_run_in_fork, args=(self.command, env), name=self.command.argv0, daemon=False
+        )
+        process.start()
+        return ForkedWorker(process)
+
+
+def signal_worker(worker: WorkerProcess, signum: int) -> None:
+    """Signal the worker's process group (its own session), or the process while it has not
+    made one yet. Even when the worker looks ended: a fork whose server died reads as ended
+    (255) while it may still run."""
+    try:
+        os.killpg(worker.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signum)
