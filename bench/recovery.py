@@ -94,8 +94,7 @@ def time_to_recover(failures: int, workdir: Path) -> list[float]:
     records = steps_of(workdir)
     recoveries = []
     for fault in run.faults:
-        killed_epoch = int(fault.pod.split("-")[-2])
-        after = [r["time"] for r in records if r["epoch"] > killed_epoch]
+        after = [r["time"] for r in records if r["epoch"] > fault.epoch]
         if after:
             recoveries.append(min(after) - fault.time.timestamp())
     return recoveries

@@ -138,6 +138,13 @@ class EpochState(KubeModel):
     reason: str | None = None
     """Why the epoch started: Created, Restart, Shrink, Grow, Scale, Resumed."""
 
+    ranks: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    """Pods of earlier epochs that run this one in place (in-place restart), by name: their node
+    rank in this epoch."""
+
+    standbys: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    """Standby pods of earlier epochs kept for this one, by name: their index in this epoch."""
+
 
 class TrainingJobStatus(KubeModel):
     """What the operator observed and decided."""
@@ -162,6 +169,9 @@ class TrainingJobStatus(KubeModel):
 
     world_size: Annotated[int, Field(ge=0)] = 0
     """Worker processes in the current epoch: nodes x nprocPerNode."""
+
+    spares: Annotated[int, Field(ge=0)] = 0
+    """Hot spares ready now: standby pods whose agent waits, warm, to take a failed node's rank."""
 
     selector: str | None = None
     """Label selector of the job's node pods (for the scale subresource)."""

@@ -4,7 +4,7 @@ Why it mimics Kubernetes this closely: the planner reads pods and nodes, so the 
 show it the same facts a cluster would. A pod binds to a free Ready node (or stays Pending when
 capacity is short), a node pod's agent starts when it binds, deleting a pod sends SIGTERM and
 SIGKILL after the grace period, a lost node is NotReady and its pod failed. Standby pods hold a
-node without a process, as `sleep infinity` does on a cluster.
+node with an agent that waits, warm, for an epoch to take a rank in (a hot spare).
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from phalanx.local import processes
 from phalanx.models import exits
+from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator.planner import NodeView, Observed, PodView
 from phalanx.operator.planner.observed import PodPhase, Role
@@ -35,6 +38,8 @@ class Launch:
     env: dict[str, str]
     log: Path
     termination_log: Path
+    agent_report: Path | None = None
+    """Where its agent reports its state, when it takes new epochs in place."""
 
 
 @dataclass
@@ -48,7 +53,7 @@ class LocalPod:
     epoch_nodes: int
     created: datetime
     launch: Launch | None = None
-    """None for a standby pod: it only holds a node."""
+    """None for a pod that only holds a node (a standby without an agent)."""
     node: str | None = None
     process: subprocess.Popen[bytes] | None = None
     phase: PodPhase = "Pending"
@@ -69,6 +74,19 @@ class LocalPod:
         """It occupies its node: running, starting, or a bound standby."""
         return self.node is not None and (self.alive or self.phase in ("Pending", "Running"))
 
+    def agent(self) -> AgentReport | None:
+        """Its agent's last report, while the pod runs (a dead agent answers nothing)."""
+        if self.launch is None or self.launch.agent_report is None or self.phase != "Running":
+            return None
+        try:
+            return AgentReport.model_validate_json(self.launch.agent_report.read_bytes())
+        except (OSError, ValidationError):
+            return None
+
+    def assign(self, epoch: int, rank: int, nodes: int) -> None:
+        """Carried into a new epoch: its labels change, as the operator relabels a pod."""
+        self.epoch, self.rank, self.role, self.epoch_nodes = epoch, rank, "node", nodes
+
     def view(self) -> PodView:
         return PodView(
             name=self.name,
@@ -84,6 +102,7 @@ class LocalPod:
             terminated_reason="Error" if self.exit_code not in (None, 0) else None,
             waiting_reason=self.waiting_reason,
             message=self.message,
+            agent=self.agent(),
         )
 
 
@@ -127,6 +146,7 @@ class LocalCluster:
             if pod is None:
                 del self.nodes[node]
             elif pod.role == "standby":
+                self.kill(pod, f"node {node} removed (capacity {count})")
                 del self.nodes[node]
                 del self.pods[pod.name]
             else:

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from phalanx.local.cluster import LocalCluster, LocalPod
-from phalanx.local.launch import Workdir, free_port, node_launch
+from phalanx.local.launch import LOOPBACK, Workdir, free_port, node_launch
+from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import node_pod_name, standby_pod_name
 from phalanx.operator.planner import (
+    AssignEpoch,
     CreateNodePod,
     CreateStandbyPod,
     DeletePods,
@@ -61,11 +63,14 @@ class LocalExecutor:
                 case DeletePods(names=names):  # force too: a lost node's processes are dead
                     for name in names:
                         self.cluster.delete(name)
+                case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
+                    self._assign(epoch, nodes, dict(ranks))
                 case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes):
-                    self._create_node_pod(epoch, rank, nodes, now)
+                    name = node_pod_name(self.job.metadata.name or "job", epoch, rank)
+                    self._create(LocalPod(name, epoch, rank, "node", nodes, now), nodes)
                 case CreateStandbyPod(epoch=epoch, index=index):
                     name = standby_pod_name(self.job.metadata.name or "job", epoch, index)
-                    self.cluster.create(LocalPod(name, epoch, index, "standby", 0, now))
+                    self._create(LocalPod(name, epoch, index, "standby", 0, now), 1)
                 case ObserveRecovery(seconds=seconds):
                     self.recoveries.append(round(seconds, 3))
                 case EmitEvent(reason=reason, message=message, type=kind):
@@ -77,12 +82,33 @@ class LocalExecutor:
         self.events.append(event)
         self.on_event(event)
 
-    def _create_node_pod(self, epoch: int, rank: int, nodes: int, now: datetime) -> None:
-        name = node_pod_name(self.job.metadata.name or "job", epoch, rank)
-        if name in self.cluster.pods:
+    def _port(self, epoch: int) -> int:
+        """A fresh rendezvous port per epoch."""
+        return self._ports.setdefault(epoch, free_port())
+
+    def _assign(self, epoch: int, nodes: int, ranks: dict[str, int]) -> None:
+        """Publish the epoch's assignment to the agents, and relabel the pods it carries over."""
+        assignment = EpochAssignment(
+            epoch=epoch, nodes=nodes, master_addr=LOOPBACK, master_port=self._port(epoch),
+            ranks=ranks,
+        )  # fmt: skip
+        body = assignment.model_dump_json(by_alias=True)
+        path = self.workdir.assignment
+        if path.exists() and path.read_text() == body:
             return
-        port = self._ports.setdefault(epoch, free_port())  # a fresh rendezvous per epoch
-        launch = node_launch(
-            self.job, epoch, rank, nodes, port, self.workdir, self.run_id, self.heartbeat_seconds
-        )
-        self.cluster.create(LocalPod(name, epoch, rank, "node", nodes, now, launch))
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(body)
+        tmp.replace(path)
+        for name, rank in ranks.items():
+            if (pod := self.cluster.pods.get(name)) is not None:
+                pod.assign(epoch, rank, nodes)
+
+    def _create(self, pod: LocalPod, nodes: int) -> None:
+        if pod.name in self.cluster.pods:
+            return
+        rank = pod.rank if pod.role == "node" else 0  # a standby's rank comes with an epoch
+        pod.launch = node_launch(
+            self.job, pod.name, pod.epoch, rank, nodes, self._port(pod.epoch), self.workdir,
+            self.run_id, self.heartbeat_seconds,
+        )  # fmt: skip
+        self.cluster.create(pod)

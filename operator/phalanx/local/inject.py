@@ -37,7 +37,7 @@ def strike(
     pod = target(cluster, job, fault)
     if pod is None or pod.process is None:
         return None
-    record = InjectedFault(kind=fault.kind, time=now, pod=pod.name, node=pod.node)
+    record = InjectedFault(kind=fault.kind, time=now, pod=pod.name, node=pod.node, epoch=pod.epoch)
     match fault.kind:
         case "kill-node":
             if fault.lose_node and pod.node is not None:
@@ -46,10 +46,10 @@ def strike(
                 cluster.kill(pod, f"node {pod.node} processes killed (injected: kill-node)")
         case "kill-rank":
             assert fault.rank is not None
-            worker = processes.worker_with_rank(pod.process.pid, fault.rank)
-            if worker is None:
+            report = pod.agent()
+            pid = report.workers.get(str(fault.rank)) if report is not None else None
+            if pid is None or not processes.kill_pid(pid):
                 return None
-            worker.kill()
             record.rank = fault.rank
         case "hang-node":
             processes.signal_tree(pod.process.pid, signal.SIGSTOP)

@@ -18,7 +18,6 @@ from phalanx.local.cluster import Launch
 from phalanx.local.processes import RUN_MARKER_ENV
 from phalanx.models import env
 from phalanx.models.job import TrainingJob
-from phalanx.models.names import node_pod_name
 from phalanx.operator.builder import BuildSettings
 from phalanx.operator.builder.env import pod_env
 
@@ -61,6 +60,14 @@ class Workdir:
     def termination_log(self, pod: str) -> Path:
         return self.root / "pods" / f"{pod}.termination-log"
 
+    @property
+    def assignment(self) -> Path:
+        """The current epoch's assignment, which every agent of the run follows."""
+        return self.root / "assignment.json"
+
+    def agent_report(self, pod: str) -> Path:
+        return self.root / "pods" / f"{pod}.agent.json"
+
 
 def free_port() -> int:
     """A free TCP port on loopback for an epoch's rendezvous."""
@@ -95,6 +102,7 @@ def container_env(job: TrainingJob) -> dict[str, str]:
 
 def node_launch(
     job: TrainingJob,
+    name: str,
     epoch: int,
     rank: int,
     nodes: int,
@@ -103,8 +111,8 @@ def node_launch(
     run_id: str,
     heartbeat_seconds: float,
 ) -> Launch:
-    """The agent of node pod `rank` of `epoch`, as a local process."""
-    name = node_pod_name(job.metadata.name or "job", epoch, rank)
+    """The agent of pod `name`, as a local process: node pod `rank` of `epoch` (or a standby
+    pod, with a placeholder rank, that waits for an assignment)."""
     contract = pod_env(job, epoch, rank, nodes, BuildSettings(master_port=master_port))
     for key in (env.MASTER_ADDR, env.TORCHRUN_PREFIX + env.MASTER_ADDR):
         contract[key] = LOOPBACK
@@ -123,9 +131,18 @@ def node_launch(
         env.PHALANX_HEARTBEAT_FILE: str(workdir.heartbeat),
         env.PHALANX_HEARTBEAT_SECONDS: str(heartbeat_seconds),
         env.PHALANX_TERMINATION_LOG: str(workdir.termination_log(name)),
+        env.PHALANX_POD_NAME: name,
+        env.PHALANX_ASSIGNMENT_FILE: str(workdir.assignment),
+        env.PHALANX_AGENT_REPORT_FILE: str(workdir.agent_report(name)),
         RUN_MARKER_ENV: run_id,
     }
-    return Launch(command(job), values, workdir.pod_log(name), workdir.termination_log(name))
+    return Launch(
+        command(job),
+        values,
+        workdir.pod_log(name),
+        workdir.termination_log(name),
+        workdir.agent_report(name),
+    )
 
 
 def warnings(job: TrainingJob) -> list[str]:

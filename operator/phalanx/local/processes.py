@@ -36,13 +36,13 @@ def signal_tree(pid: int, signum: signal.Signals) -> int:
     return sent
 
 
-def worker_with_rank(pid: int, rank: int) -> psutil.Process | None:
-    """The worker process under agent `pid` whose RANK is `rank`."""
-    for process in tree(pid)[1:]:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            if process.environ().get("RANK") == str(rank):
-                return process
-    return None
+def kill_pid(pid: int) -> bool:
+    """SIGKILL one process; False if it is gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def sweep(run_id: str) -> int:

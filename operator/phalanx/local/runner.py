@@ -29,8 +29,11 @@ from phalanx.models.job import TrainingJob
 from phalanx.models.status import CheckpointRef, Progress, TrainingJobStatus
 from phalanx.operator.planner import PlannerConfig, plan
 
-LOCAL_PLANNER = PlannerConfig(grow_cooldown_seconds=10.0, retire_poll_seconds=0.2)
-"""The operator's knobs, scaled for one machine: grow back 10 s after an epoch starts running."""
+LOCAL_PLANNER = PlannerConfig(
+    grow_cooldown_seconds=10.0, retire_poll_seconds=0.2, assignment_ack_seconds=3.0
+)
+"""The operator's knobs, scaled for one machine: grow back 10 s after an epoch starts running, and
+an agent that has not started its new epoch within 3 s (it polls every 50 ms) is frozen."""
 
 
 @dataclass

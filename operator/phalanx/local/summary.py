@@ -34,6 +34,9 @@ class InjectedFault(KubeModel):
     pod: str
     """The node pod it hit."""
 
+    epoch: int = 0
+    """The epoch the gang ran when it struck (a pod carried over keeps its first epoch's name)."""
+
     node: str | None = None
     """The local node the pod ran on."""
 

@@ -31,6 +31,7 @@ from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, P
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
     Action,
+    AssignEpoch,
     ChildRefusal,
     CreateNodePod,
     CreateStandbyPod,
@@ -141,6 +142,11 @@ class Executor:
                 self.metrics.recovery.labels(failure_class).observe(seconds)
             case DeleteJob():
                 self._delete_job(job)
+            case AssignEpoch():
+                # On a cluster the pods' agents run the one epoch their env describes (no
+                # assignment channel yet), so no pod reports itself reusable and every
+                # assignment names new pods only, whose env already carries it.
+                pass
             case _:  # status and events are written around the other actions
                 pass
 

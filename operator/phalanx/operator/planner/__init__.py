@@ -6,6 +6,7 @@ that), so every policy is table-tested without a cluster, and the local backend 
 
 from phalanx.operator.planner.actions import (
     Action,
+    AssignEpoch,
     CreateNodePod,
     CreateStandbyPod,
     DeleteJob,
@@ -28,6 +29,7 @@ from phalanx.operator.planner.plan import PlannerConfig, plan
 
 __all__ = [
     "Action",
+    "AssignEpoch",
     "ChildRefusal",
     "CreateNodePod",
     "CreateStandbyPod",

@@ -47,6 +47,17 @@ class CreateStandbyPod:
 
 
 @dataclass(frozen=True)
+class AssignEpoch:
+    """Publish who runs `epoch`: node rank by pod name, carried-over pods and new ones alike.
+    Agents that take new epochs in place start it at once; the executor picks the rendezvous."""
+
+    epoch: int
+    nodes: int
+    ranks: tuple[tuple[str, int], ...]
+    """(pod name, node rank), by rank."""
+
+
+@dataclass(frozen=True)
 class DeletePods:
     """Delete these pods (with their grace period, so agents can checkpoint), or with `force`
     at once: for pods on a lost node, whose kubelet can never confirm a graceful deletion."""
@@ -90,6 +101,7 @@ Action = (
     | EnsurePodGroup
     | CreateNodePod
     | CreateStandbyPod
+    | AssignEpoch
     | DeletePods
     | PatchStatus
     | EmitEvent

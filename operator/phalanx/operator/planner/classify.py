@@ -71,7 +71,7 @@ def _node_not_ready(pod: PodView, facts: Facts) -> bool:
 def _infra_exit(pod: PodView, facts: Facts) -> bool:
     code = pod.exit_code
     return (
-        pod.phase == "Failed"
+        pod.failed
         and code is not None
         and (
             code in exits.INFRASTRUCTURE_CODES
@@ -97,7 +97,7 @@ RULES: tuple[Rule, ...] = (
     ("node not ready", _node_not_ready, "infrastructure", lambda _: "NodeNotReady"),
     ("node lost", lambda p, _: p.phase == "Unknown", "infrastructure", lambda _: "NodeLost"),
     ("platform exit", _infra_exit, "infrastructure", _exit_reason),
-    ("user code", lambda p, _: p.phase == "Failed", "application", lambda _: "Error"),
+    ("user code", lambda p, _: p.failed, "application", lambda _: "Error"),
 )  # fmt: skip
 
 

@@ -19,6 +19,10 @@ class PlannerConfig:
     """Least number of steps a heartbeat's step-time window must cover to judge stragglers."""
     retire_poll_seconds: float = 2.0
     """How soon to look again while old pods terminate (pod events usually come first)."""
+    assignment_ack_seconds: float = 15.0
+    """A pod carried into a new epoch whose agent has not started it this long after is
+    replaced (a frozen machine or agent). The agent polls its assignment every 50 ms; the rest
+    is the assignment's way to the pod (a Lease watch on a cluster)."""
 
 
 Step = Callable[[Decision, PlannerConfig], bool]

@@ -22,6 +22,7 @@ from phalanx.models.status import (
     Phase,
     TrainingJobStatus,
 )
+from phalanx.operator.planner import inplace
 from phalanx.operator.planner.actions import (
     Action,
     DeletePods,
@@ -108,14 +109,23 @@ class Decision:
             self.actions.append(DeletePods(tuple(sorted(names)), force))
 
     def start_epoch(self, nodes: int, reason: str) -> None:
-        """Move to a new epoch of `nodes` node pods; earlier pods are retired before it launches."""
-        previous = self.status.epoch
-        self.status.epoch = previous + 1
+        """Move to a new epoch of `nodes` node pods. Pods whose agent answers carry over (in-place
+        restart; see `inplace`); the others are retired before the epoch launches."""
+        ranks, spares = inplace.carried_over(self.observed, self.status.epoch, nodes)
+        self.status.epoch += 1
         self.status.nodes = nodes
         self.status.world_size = nodes * self.spec.nproc_per_node
-        self.status.current = EpochState(start_time=self.now, reason=reason)
+        self.status.current = EpochState(
+            start_time=self.now,
+            reason=reason,
+            ranks=ranks,
+            standbys={name: index for index, name in enumerate(spares)},
+        )
         self.set_phase("Pending" if reason in ("Created", "Resumed") else "Restarting")
-        self.delete_pods([p.name for p in self.observed.pods if not p.deleting])
+        keep = {*ranks, *spares}
+        self.delete_pods(
+            [p.name for p in self.observed.pods if not p.deleting and p.name not in keep]
+        )
 
     def record_failure(self, verdict: Verdict) -> None:
         """Remember a failure in status (the last few only)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Heartbeat
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -46,11 +47,26 @@ class PodView:
     """Reason of a waiting container, e.g. ImagePullBackOff."""
     message: str | None = None
     """Termination message or waiting message."""
+    agent: AgentReport | None = None
+    """What the pod's agent last reported. Present only for agents that take new epochs in place
+    (the pod outlives a restart); None for pods that run one epoch and exit."""
+    reported_failure: bool = False
+    """Its agent reported that the workers of the pod's epoch failed (the pod itself runs on)."""
 
     @property
     def scheduled(self) -> bool:
         """Bound to a node."""
         return self.node_name is not None
+
+    @property
+    def failed(self) -> bool:
+        """The pod failed, or its agent reported its workers' failure."""
+        return self.phase == "Failed" or self.reported_failure
+
+    @property
+    def reusable(self) -> bool:
+        """It can take a new epoch in place: its agent runs and answers."""
+        return self.agent is not None and self.phase == "Running" and not self.deleting
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from phalanx.models.job import TrainingJob
-from phalanx.models.names import MAX_EPOCH
+from phalanx.models.names import MAX_EPOCH, node_pod_name
 from phalanx.models.status import TrainingJobStatus
-from phalanx.operator.planner import elastic, lifecycle
+from phalanx.operator.planner import elastic, inplace, lifecycle
 from phalanx.operator.planner.actions import (
+    AssignEpoch,
     CreateNodePod,
     DeleteJob,
     EnsureChildren,
@@ -44,12 +45,39 @@ def plan(
     if decision.status.epoch > MAX_EPOCH:
         decision = _fresh(job, observed, now)
         epoch_limit_reached(decision)
+    publish_assignment(decision)
+    count_spares(decision)
     return decision.to_plan(previous)
 
 
 def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
     status = job.status.model_copy(deep=True) if job.status else TrainingJobStatus()
-    return Decision(job=job, observed=observed, now=now, status=status)
+    seen = inplace.effective(observed, status.epoch, status.nodes, status.current)
+    return Decision(job=job, observed=seen, now=now, status=status)
+
+
+def publish_assignment(d: Decision) -> None:
+    """Until the epoch launched (and after its backoff), publish who runs it: carried-over pods
+    start it at once, even while replaced pods still terminate or new ones schedule."""
+    current = d.status.current
+    if d.status.phase in FINAL or d.spec.suspend or d.status.epoch == 0 or current.launched:
+        return
+    if current.restart_after and d.now < current.restart_after:
+        return
+    name = d.job.metadata.name or ""
+    by_rank = {rank: pod for pod, rank in current.ranks.items()}
+    ranks = tuple(
+        (by_rank.get(rank, node_pod_name(name, d.status.epoch, rank)), rank)
+        for rank in range(d.status.nodes)
+    )
+    d.actions.append(AssignEpoch(d.status.epoch, d.status.nodes, ranks))
+
+
+def count_spares(d: Decision) -> None:
+    """Hot spares ready now: standby pods whose agent stands by warm."""
+    d.status.spares = sum(
+        1 for p in d.observed.standby_pods(d.status.epoch) if p.reusable and not p.deleting
+    )
 
 
 def epoch_limit_reached(d: Decision) -> None:
@@ -60,6 +88,9 @@ def epoch_limit_reached(d: Decision) -> None:
         f"the job reached epoch {MAX_EPOCH}, the last one its pod hostnames "
         "<name>-<epoch>-<rank> can hold; create it again to go on from its last checkpoint",
     )
+
+
+FINAL = ("Succeeded", "Failed")
 
 
 def finished(d: Decision, _: PlannerConfig) -> bool:

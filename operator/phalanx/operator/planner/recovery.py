@@ -1,22 +1,37 @@
 """Steps that react to failure: classify and restart, hangs, stragglers, and giving up.
 
 A restart is always a new epoch for the whole gang, counted against the budget of the failure's
-class, after the class's backoff.
+class, after the class's backoff. Pods whose agent answers carry over into it (see `inplace`).
 """
 
 from __future__ import annotations
 
-from phalanx.operator.planner import backoff, elastic, heartbeat
+from phalanx.operator.planner import backoff, elastic, heartbeat, inplace
 from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_class
 from phalanx.operator.planner.config import PlannerConfig, seconds
 from phalanx.operator.planner.decision import Decision
 
+CONSEQUENCES = frozenset({"CollectiveFailure", "PreflightFailed"})
+"""Reasons that are usually a peer's failure seen from the other ranks: not named as the cause
+while another failure of the same class is at hand."""
 
-def failures(d: Decision, _: PlannerConfig) -> bool:
+
+def failures(d: Decision, config: PlannerConfig) -> bool:
     """Classify failed node pods; restart the gang, or set a configuration condition."""
     pods = d.observed.node_pods(d.status.epoch)
     facts = Facts(d.observed.nodes, frozenset(d.spec.failure_policy.retryable_exit_codes))
     verdicts = [v for p in pods.values() if (v := classify(p, facts))]
+    late = inplace.unresponsive(
+        d.observed, d.status.epoch, d.status.current, d.now, config.assignment_ack_seconds
+    )
+    verdicts += [
+        Verdict(
+            "infrastructure", "AgentUnresponsive", pod=p.name, node=p.node_name,
+            message=f"its agent did not start epoch {d.status.epoch} within "
+            f"{config.assignment_ack_seconds:g} s",
+        )
+        for p in late
+    ]  # fmt: skip
     if d.status.current.launched:
         verdicts += [
             Verdict("infrastructure", "PodDeleted", pod=f"node rank {rank}")
@@ -48,7 +63,10 @@ def failures(d: Decision, _: PlannerConfig) -> bool:
 def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> None:
     """Restart the gang in a new epoch, within the restart budget of the failure's class."""
     failure_class = restart_class(verdicts)
-    cause = next(v for v in verdicts if v.failure_class == failure_class)
+    cause = min(
+        (v for v in verdicts if v.failure_class == failure_class),
+        key=lambda v: v.reason in CONSEQUENCES,
+    )
     for verdict in verdicts:
         d.record_failure(verdict)
     policy = d.spec.failure_policy
@@ -68,9 +86,7 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
     d.count_restart(failure_class)
     d.status.consecutive_failures += 1
     d.status.recovering_since = d.status.recovering_since or d.now
-    nodes = (
-        size or elastic.largest_valid_size(d.spec, d.status.nodes) or elastic.target_size(d.spec)
-    )
+    nodes = size or restart_size(d)
     d.start_epoch(nodes, reason="Restart")
     delay = backoff.restart_delay(failure_class, d.status.consecutive_failures, policy)
     if delay:
@@ -81,6 +97,18 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
         f"{failure_class} failure ({cause.reason} of {cause.pod}): epoch {d.status.epoch} "
         f"with {nodes} nodes" + (f" in {delay:.0f} s" if delay else ""),
         "Warning",
+    )
+
+
+def restart_size(d: Decision) -> int:
+    """The size to restart at: the current one, less ranks whose machine is gone unless hot
+    spares stand in. One restart per failure: a shrink does not first wait for a replacement
+    that cannot come (and the job grows back when capacity shows up)."""
+    runnable = inplace.runnable_nodes(d.observed, d.status.epoch, d.status.nodes)
+    return (
+        elastic.largest_valid_size(d.spec, min(runnable, d.status.nodes))
+        or elastic.largest_valid_size(d.spec, d.status.nodes)
+        or elastic.target_size(d.spec)
     )
 
 

@@ -44,7 +44,8 @@ def shrink(d: Decision, _: PlannerConfig) -> bool:
 
 
 def resize(d: Decision, config: PlannerConfig) -> bool:
-    """Follow the desired size: shrink at once when scaled down; grow when standbys schedule."""
+    """Follow the desired size: shrink at once when scaled down; keep a standby pod per node
+    the job lacks and per hot spare (spec.spares); grow when standbys schedule."""
     d.clear_condition("Unschedulable", "Scheduled")
     target = elastic.target_size(d.spec)
     current = d.status.nodes
@@ -53,13 +54,15 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
         d.start_epoch(target, reason="Scale")
         d.event("Shrink", f"scaled to {target} nodes: epoch {d.status.epoch}")
         return True
-    wanted = target - current if d.status.phase == "Running" and not d.creation_refused else 0
+    running = d.status.phase == "Running" and not d.creation_refused
+    wanted = (target - current if running else 0) + (0 if d.creation_refused else d.spec.spares)
     d.delete_pods([p.name for p in standbys if p.rank >= wanted and not p.deleting])
     have = {p.rank for p in standbys}
     avoid = tuple(d.status.avoid_nodes)
-    d.actions += [
-        CreateStandbyPod(d.status.epoch, i, avoid) for i in range(wanted) if i not in have
-    ]
+    if running:  # not while a restart's pods schedule: they come first
+        d.actions += [
+            CreateStandbyPod(d.status.epoch, i, avoid) for i in range(wanted) if i not in have
+        ]
     ready = sum(1 for p in standbys if p.scheduled and p.rank < wanted)
     grown = elastic.largest_valid_size(d.spec, current + ready)
     if not ready or grown is None or grown <= current:

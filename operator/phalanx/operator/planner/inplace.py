@@ -1,0 +1,106 @@
+"""In-place restarts: which pods carry over into a new epoch, and how the planner sees them.
+
+Why: a restart that recreates the whole gang pays pod start-up, interpreter and torch imports on
+every node. Pods whose agent is alive and answers (`PodView.reusable`) keep running instead: the
+new epoch's assignment gives each one a node rank (survivors keep theirs where they can), hot
+spares fill the ranks of lost pods, and only what is still missing is created. The status keeps
+the carried-over pods (`EpochState.ranks` and `.standbys`), and `effective` shows them to the rest
+of the ladder as pods of the current epoch, so every other rule reads them like new ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+from phalanx.models.status import EpochState
+from phalanx.operator.planner.observed import Observed, PodView
+
+
+def effective(observed: Observed, epoch: int, nodes: int, current: EpochState) -> Observed:
+    """The snapshot as the current epoch sees it: carried-over pods with their new epoch, rank
+    and role; a carried-over pod whose agent has not yet started the epoch is still Pending; a
+    pod whose agent reported its workers' failure in its epoch has failed."""
+    pods = []
+    for pod in observed.pods:
+        if pod.name in current.ranks:
+            pod = dataclasses.replace(
+                pod, epoch=epoch, rank=current.ranks[pod.name], role="node", epoch_nodes=nodes
+            )
+            if pod.phase == "Running" and not _acknowledged(pod):
+                pod = dataclasses.replace(pod, phase="Pending")
+        elif pod.name in current.standbys:
+            pod = dataclasses.replace(pod, epoch=epoch, rank=current.standbys[pod.name])
+        pods.append(_with_reported_failure(pod))
+    return dataclasses.replace(observed, pods=tuple(pods))
+
+
+def _acknowledged(pod: PodView) -> bool:
+    """Its agent started (or finished) the pod's current epoch."""
+    return pod.agent is not None and pod.agent.epoch >= pod.epoch and pod.agent.state != "standby"
+
+
+def _with_reported_failure(pod: PodView) -> PodView:
+    report = pod.agent
+    if report is None or report.state != "failed" or report.epoch != pod.epoch:
+        return pod
+    return dataclasses.replace(
+        pod,
+        reported_failure=True,
+        exit_code=report.exit_code,
+        terminated_reason="Error",
+        message=report.message,
+    )
+
+
+def carried_over(observed: Observed, epoch: int, nodes: int) -> tuple[dict[str, int], list[str]]:
+    """For a new epoch of `nodes` ranks after `epoch`: node ranks of the pods that carry over,
+    by name (survivors keep their rank if it still exists, then fill the lowest free ranks, then
+    hot spares do), and the spare standby pods left over, in order."""
+    survivors = sorted(
+        (p for p in observed.node_pods(epoch).values() if _can_carry(observed, p)),
+        key=lambda p: p.rank,
+    )
+    spares = [
+        p.name
+        for p in sorted(observed.standby_pods(epoch), key=lambda p: p.rank)
+        if _can_carry(observed, p)
+    ]
+    free = list(range(nodes))
+    ranks: dict[str, int] = {}
+    for pod in survivors:
+        if pod.rank in free:
+            ranks[pod.name] = pod.rank
+            free.remove(pod.rank)
+    for name in [p.name for p in survivors if p.name not in ranks] + spares:
+        if free:
+            ranks[name] = free.pop(0)
+    return ranks, [name for name in spares if name not in ranks]
+
+
+def _can_carry(observed: Observed, pod: PodView) -> bool:
+    acknowledged = pod.role == "standby" or _acknowledged(pod)
+    return pod.reusable and acknowledged and not observed.on_lost_node(pod)
+
+
+def runnable_nodes(observed: Observed, epoch: int, nodes: int) -> int:
+    """How many node pods could run a new epoch at once: all of the epoch's ranks except those
+    whose machine is gone (a NotReady node, a pod in phase Unknown), plus ready hot spares.
+    A restart at this size needs no wait for a replacement that cannot come."""
+    pods = observed.node_pods(epoch)
+    gone = sum(1 for p in pods.values() if observed.on_lost_node(p) or p.phase == "Unknown")
+    spares = sum(1 for p in observed.standby_pods(epoch) if _can_carry(observed, p))
+    return nodes - gone + spares
+
+
+def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datetime,
+                 ack_seconds: float) -> list[PodView]:  # fmt: skip
+    """Carried-over pods whose agent has not started the epoch `ack_seconds` after it began (a
+    frozen machine, a stopped agent): they are replaced."""
+    if current.start_time is None or now < current.start_time + timedelta(seconds=ack_seconds):
+        return []
+    return [
+        p
+        for p in observed.node_pods(epoch).values()
+        if p.name in current.ranks and p.phase == "Pending" and not p.deleting
+    ]

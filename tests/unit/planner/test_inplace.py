@@ -1,0 +1,167 @@
+"""In-place restarts, scenario by scenario: pods whose agent answers carry over into the new
+epoch, hot spares take lost ranks, a lost node costs one restart, a frozen agent is replaced."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from phalanx.models.assignment import AgentReport
+from phalanx.operator.planner import (
+    AssignEpoch,
+    CreateNodePod,
+    CreateStandbyPod,
+    DeletePods,
+    EmitEvent,
+    NodeView,
+    Observed,
+    ObserveRecovery,
+    PodView,
+)
+from phalanx.operator.planner.config import PlannerConfig
+from tests.unit.planner.builders import T0, at, beat, job, pods, step
+
+
+def report(pod: str, state: str, epoch: int, **fields: Any) -> AgentReport:
+    return AgentReport.model_validate(
+        {"pod": pod, "state": state, "epoch": epoch, "time": T0, **fields}
+    )
+
+
+def agents(epoch: int, n: int, running_epoch: int | None = None) -> list[PodView]:
+    """`n` node pods of `epoch` whose agents run epoch `running_epoch` (default: their own)."""
+    serving = running_epoch or epoch
+    return [replace(p, agent=report(p.name, "running", serving)) for p in pods(epoch, n)]
+
+
+def spare(index: int, epoch: int = 1, node: str | None = None) -> PodView:
+    name = f"j-standby-{epoch}-{index}"
+    return PodView(
+        name=name, epoch=epoch, rank=index, role="standby", phase="Running",
+        node_name=node or f"spare-node-{index}", created=T0, agent=report(name, "standby", 0),
+    )  # fmt: skip
+
+
+def running(j=None, n: int = 4, extra: tuple[PodView, ...] = ()):  # type: ignore[no-untyped-def]
+    """A job whose epoch 1 of `n` pods runs with in-place agents since t=10."""
+    j = j or job()
+    j, _ = step(j, Observed(), at(0))
+    j, _ = step(j, Observed(pods=(*agents(1, n), *extra)), at(10))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    return j
+
+
+def failed_worker(p: PodView, code: int, message: str) -> PodView:
+    return replace(p, agent=report(p.name, "failed", p.epoch, exitCode=code, message=message))
+
+
+def assigned(plan) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    [assignment] = plan.of_type(AssignEpoch)
+    return dict(assignment.ranks)
+
+
+def test_a_killed_worker_restarts_every_pod_in_place() -> None:
+    j = running()
+    gang = agents(1, 4)
+    gang[1] = failed_worker(gang[1], 137, "worker rank 2 killed by SIGKILL")
+    for r in (0, 2, 3):
+        gang[r] = failed_worker(gang[r], 75, "Gloo connection closed")
+    j, plan = step(j, Observed(pods=tuple(gang)), at(20))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes, j.status.phase) == (2, 4, "Restarting")
+    assert j.status.current.ranks == {f"j-1-{r}": r for r in range(4)}
+    assert not plan.of_type(DeletePods)
+    assert not plan.of_type(CreateNodePod)
+    assert assigned(plan) == {f"j-1-{r}": r for r in range(4)}
+    [restart] = [e.message for e in plan.of_type(EmitEvent) if e.reason == "Restart"]
+    assert "Killed of j-1-1" in restart, "the root cause, not a peer's collective error"
+    assert j.status.restarts.infrastructure == 1
+
+
+def test_a_carried_pod_is_starting_until_its_agent_starts_the_epoch() -> None:
+    j = running()
+    gang = [failed_worker(p, 137, "killed") for p in agents(1, 4)]
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20))
+    half = [*agents(1, 2, running_epoch=2), *gang[2:]]  # two agents took epoch 2, two not yet
+    j, plan = step(j, Observed(pods=tuple(half), heartbeat=beat(2, 61)), at(21))
+    assert j.status is not None
+    assert j.status.phase == "Restarting"
+    assert not plan.of_type(ObserveRecovery)
+    assert not plan.of_type(CreateNodePod)
+    j, plan = step(j, Observed(pods=tuple(agents(1, 4, 2)), heartbeat=beat(2, 61)), at(22))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    [recovery] = plan.of_type(ObserveRecovery)
+    assert recovery.seconds == 2.0
+
+
+def test_a_lost_node_without_a_spare_is_one_restart_at_the_size_that_runs_now() -> None:
+    j = running()
+    gang = agents(1, 4)
+    gang[3] = replace(gang[3], phase="Failed", exit_code=137, agent=None)
+    nodes = {f"node-{r}": NodeView(f"node-{r}", r != 3) for r in range(4)}
+    j, plan = step(j, Observed(pods=tuple(gang), nodes=nodes), at(20))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 3)
+    assert assigned(plan) == {f"j-1-{r}": r for r in range(3)}
+    assert [a.names for a in plan.of_type(DeletePods)] == [("j-1-3",)]
+    assert not plan.of_type(CreateNodePod)
+    j, plan = step(j, Observed(pods=tuple(gang), nodes=nodes), at(20.5))
+    assert DeletePods(("j-1-3",), force=True) in plan.actions, "not waited for: its node is gone"
+    j, plan = step(j, Observed(pods=tuple(agents(1, 3, 2)), nodes=nodes), at(21))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    j, plan = step(j, Observed(pods=tuple(agents(1, 3, 2)), nodes=nodes), at(400))
+    assert [e.reason for e in plan.of_type(EmitEvent)] == [], "no second restart, no shrink"
+    assert plan.of_type(CreateStandbyPod), "a standby waits for capacity to grow back"
+
+
+def test_a_hot_spare_takes_the_lost_rank_and_the_pool_refills() -> None:
+    j = running(job(spares=1), extra=(spare(0),))
+    assert j.status is not None
+    assert j.status.spares == 1
+    gang = agents(1, 4)
+    gang[1] = replace(gang[1], phase="Unknown", agent=None)  # its node stopped answering
+    j, plan = step(j, Observed(pods=(*gang, spare(0))), at(20))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 4)
+    ranks = {"j-1-0": 0, "j-standby-1-0": 1, "j-1-2": 2, "j-1-3": 3}
+    assert assigned(plan) == ranks
+    assert not plan.of_type(CreateNodePod)
+    assert j.status.spares == 0
+    serving = tuple(replace(p, agent=report(p.name, "running", 2)) for p in (*gang[::2], gang[3]))
+    taken = replace(spare(0), agent=report("j-standby-1-0", "running", 2))
+    j, plan = step(j, Observed(pods=(*serving, taken)), at(21))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    assert [(a.epoch, a.index) for a in plan.of_type(CreateStandbyPod)] == [(2, 0)]
+
+
+def test_an_agent_that_does_not_take_its_new_epoch_is_replaced() -> None:
+    config = PlannerConfig(assignment_ack_seconds=3)
+    j = running()
+    gang = [failed_worker(p, 75, "Gloo timeout") for p in agents(1, 4)]
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
+    frozen = [*agents(1, 3, running_epoch=2), gang[3]]  # rank 3's agent is stopped
+    j, plan = step(j, Observed(pods=tuple(frozen)), at(22), config)
+    assert j.status is not None
+    assert j.status.epoch == 2
+    j, plan = step(j, Observed(pods=tuple(frozen)), at(23.5), config)
+    assert j.status is not None
+    assert j.status.epoch == 3
+    assert j.status.failures[-1].reason == "AgentUnresponsive"
+    assert j.status.failures[-1].pod == "j-1-3"
+    assert j.status.current.ranks == {f"j-1-{r}": r for r in range(3)}
+    assert assigned(plan)["j-3-3"] == 3, "a new pod for the frozen one's rank"
+    assert "j-1-3" in plan.of_type(DeletePods)[0].names
+
+
+def test_pods_that_run_one_epoch_are_recreated_as_before() -> None:
+    j = running()
+    gang = pods(1, 4)
+    gang[0] = replace(gang[0], phase="Failed", exit_code=1)
+    j, plan = step(j, Observed(pods=tuple(gang)), at(20))
+    assert j.status is not None
+    assert j.status.current.ranks == {}
+    assert plan.of_type(DeletePods)[0].names == tuple(f"j-1-{r}" for r in range(4))
