@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,26 @@ def kept_trajectory(workdir: Path) -> tuple[dict[int, float], dict[int, tuple[in
         parts = sorted(runs[max(runs)], key=lambda r: r["dp_rank"])
         samples[step] = (parts[0]["position"], [i for part in parts for i in part["ids"]])
     return losses, samples
+
+
+def check_exactly_once(
+    samples: dict[int, tuple[int, list[int]]], dataset: int, global_batch: int, steps: int
+) -> None:
+    """Every kept step used the samples its global position names, and each data epoch used
+    every sample exactly once (the last, partial epoch at most once)."""
+    from phalanx.trainer.data import GlobalSampler
+
+    sampler = GlobalSampler(dataset, global_batch, seed=0)
+    per_epoch: dict[int, Counter[int]] = {}
+    for step in sorted(samples):
+        position, ids = samples[step]
+        assert ids == sampler.batch(position), (
+            f"step {step} used other samples than its position says"
+        )
+        for offset, sample in enumerate(ids):
+            per_epoch.setdefault(sampler.data_epoch(position + offset), Counter())[sample] += 1
+    assert sorted(samples) == list(range(1, steps + 1))
+    for epoch, counts in per_epoch.items():
+        assert max(counts.values()) == 1, f"data epoch {epoch} repeated samples"
+        complete = (epoch + 1) * dataset <= steps * global_batch
+        assert not complete or len(counts) == dataset, f"data epoch {epoch} missed samples"

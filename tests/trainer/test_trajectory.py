@@ -9,14 +9,12 @@ The global batch (10) does not divide 3 or 4 ranks evenly: the loss weighting is
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from phalanx.trainer.data import GlobalSampler
-from tests.support.gang import kept_trajectory, run_until_step, start_node
+from tests.support.gang import check_exactly_once, kept_trajectory, run_until_step, start_node
 
 STEPS = 120
 GLOBAL_BATCH = 10
@@ -45,23 +43,6 @@ def run(
             assert node.wait(timeout=300) == 0, node.log.read_text()[-3000:]
 
 
-def check_exactly_once(samples: dict[int, tuple[int, list[int]]], dataset: int) -> None:
-    sampler = GlobalSampler(dataset, GLOBAL_BATCH, seed=0)
-    per_epoch: dict[int, Counter[int]] = {}
-    for step in sorted(samples):
-        position, ids = samples[step]
-        assert ids == sampler.batch(position), (
-            f"step {step} used other samples than its position says"
-        )
-        for offset, sample in enumerate(ids):
-            per_epoch.setdefault(sampler.data_epoch(position + offset), Counter())[sample] += 1
-    assert sorted(samples) == list(range(1, STEPS + 1))
-    for epoch, counts in per_epoch.items():
-        assert max(counts.values()) == 1, f"data epoch {epoch} repeated samples"
-        complete = (epoch + 1) * dataset <= STEPS * GLOBAL_BATCH
-        assert not complete or len(counts) == dataset, f"data epoch {epoch} missed samples"
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
@@ -76,5 +57,5 @@ def test_resized_run_matches_the_uninterrupted_run(tmp_path: Path, case: str) ->
     worst = max(abs(reference[s] - resized[s]) for s in reference)
     assert worst <= 1e-4, f"largest loss difference {worst:.2e}"
     assert reference[STEPS] < reference[1], "the model did not learn"
-    check_exactly_once(reference_samples, DATASET)
-    check_exactly_once(resized_samples, DATASET)
+    check_exactly_once(reference_samples, DATASET, GLOBAL_BATCH, STEPS)
+    check_exactly_once(resized_samples, DATASET, GLOBAL_BATCH, STEPS)

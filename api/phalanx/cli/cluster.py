@@ -218,7 +218,8 @@ def _print_job(job: JobDetail, output: str) -> None:
         step = status.progress.step if status.progress else 0
         console.print(
             f"epoch {status.epoch}  nodes {status.nodes}  world {status.world_size}  "
-            f"step {step}  restarts {status.restarts.total}  goodput {status.goodput}"
+            f"spares {status.spares}  step {step}  restarts {status.restarts.total}  "
+            f"goodput {status.goodput}"
         )
 
 
@@ -254,11 +255,12 @@ def register(app: typer.Typer) -> None:
                 json.dumps([j.model_dump(mode="json", by_alias=True) for j in found]) + "\n"
             )
             return
-        table = Table("NAMESPACE", "NAME", "PHASE", "NODES", "WORLD", "EPOCH", "STEP", "RESTARTS",
-                      box=None, header_style="bold")  # fmt: skip
+        table = Table("NAMESPACE", "NAME", "PHASE", "NODES", "WORLD", "SPARES", "EPOCH", "STEP",
+                      "RESTARTS", box=None, header_style="bold")  # fmt: skip
         for j in found:
             table.add_row(j.namespace, j.name, j.phase or "-", str(j.nodes), str(j.world_size),
-                          str(j.epoch), str(j.step or 0), str(j.restarts))  # fmt: skip
+                          str(j.spares), str(j.epoch), str(j.step or 0),
+                          str(j.restarts))  # fmt: skip
         Console().print(table)
 
     def one(action: Callable[[Jobs, str], JobDetail | None], help_text: str, name: str) -> None:

@@ -78,7 +78,8 @@ class RunDisplay:
         phase = status.phase or "Pending"
         checkpoint = status.last_checkpoint
         table.add_row("phase", Text(phase, PHASE_STYLES.get(phase, "")), "epoch", str(status.epoch))
-        table.add_row("step", step, "world size", f"{status.world_size} ({status.nodes} nodes)")
+        nodes = f"{status.nodes} nodes" + (f", {status.spares} spares" if status.spares else "")
+        table.add_row("step", step, "world size", f"{status.world_size} ({nodes})")
         table.add_row(
             "loss", _number(progress.loss if progress else None),
             "samples/s", _number(progress.samples_per_second if progress else None, 1),

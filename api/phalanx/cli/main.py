@@ -106,7 +106,9 @@ def run(
     ] = False,
     capacity: Annotated[
         int | None,
-        typer.Option(min=1, help="Nodes the local cluster holds. [default: the desired size]"),
+        typer.Option(
+            min=1, help="Nodes the local cluster holds. [default: desired size + spec.spares]"
+        ),
     ] = None,
     capacity_schedule: Annotated[
         list[str],

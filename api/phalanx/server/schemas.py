@@ -25,6 +25,8 @@ class JobSummary(Schema):
     phase: Phase | None = None
     nodes: int = 0
     world_size: int = 0
+    spares: int = 0
+    """Hot spares ready to take a failed node's rank."""
     epoch: int = 0
     step: int | None = None
     restarts: int = 0

@@ -45,6 +45,7 @@ def summary(job: Job) -> JobSummary:
         phase=status.get("phase"),
         nodes=status.get("nodes", 0),
         world_size=status.get("worldSize", 0),
+        spares=status.get("spares", 0),
         epoch=status.get("epoch", 0),
         step=(status.get("progress") or {}).get("step"),
         restarts=(status.get("restarts") or {}).get("total", 0),

@@ -42,7 +42,8 @@ class RunOptions:
 
     workdir: Path
     capacity: int | None = None
-    """Nodes the local cluster holds at the start; default: the job's desired size."""
+    """Nodes the local cluster holds at the start; default: the job's desired size plus its hot
+    spares (spec.spares)."""
     faults: FaultPlan = field(default_factory=FaultPlan)
     grace_seconds: float = 5.0
     """SIGTERM -> SIGKILL delay when a pod is deleted (a pod's terminationGracePeriodSeconds)."""
@@ -109,7 +110,8 @@ class LocalRun:
         self.workdir.heartbeat.unlink(missing_ok=True)
         self.started = time.monotonic()
         capacity = self.options.capacity
-        self.cluster.set_capacity(self.job.spec.desired_nodes if capacity is None else capacity)
+        default = self.job.spec.desired_nodes + self.job.spec.spares
+        self.cluster.set_capacity(default if capacity is None else capacity)
         try:
             while not self._finished():
                 requeue = self._tick()
@@ -208,6 +210,7 @@ class LocalRun:
             epoch=status.epoch,
             nodes=status.nodes,
             world_size=status.world_size,
+            spares=status.spares,
             restarts=status.restarts,
             progress=status.progress,
             last_checkpoint=status.last_checkpoint,

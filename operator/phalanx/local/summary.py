@@ -79,6 +79,9 @@ class RunSummary(KubeModel):
     """Node count of the last epoch."""
 
     world_size: int
+
+    spares: int = 0
+    """Hot spares standing by at the end."""
     """Worker processes of the last epoch."""
 
     restarts: Restarts

@@ -217,6 +217,7 @@ async function refreshJob() {
   fillFacts($("#job-facts"), [
     ["nodes", `${status.nodes ?? 0} (replicas ${job.spec.replicas.min}..${job.spec.replicas.max})`],
     ["world size", status.worldSize],
+    ["hot spares", `${status.spares ?? 0} ready (spec.spares ${job.spec.spares ?? 0})`],
     ["epoch", status.epoch],
     ["step", progress.step],
     ["restarts", `${restarts.total ?? 0} (application ${restarts.application ?? 0}, ` +

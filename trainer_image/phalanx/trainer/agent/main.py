@@ -207,10 +207,11 @@ class Agent:
 
     def _stop_preempted(self) -> int:
         """SIGTERM (pod deleted, node drained): workers checkpoint and stop within the grace."""
+        message = "stopped (SIGTERM) while standing by"
         if self.gang is not None:
             self.gang.supervisor.wait()
             self.gang.publish(force=True)
-        message = "preempted (SIGTERM): workers checkpointed and stopped"
+            message = "preempted (SIGTERM): workers checkpointed and stopped"
         write_termination_message(message)
         print(f"phalanx-agent: {message}", file=sys.stderr, flush=True)
         return exits.SIGNAL_BASE + signal.SIGTERM
