@@ -31,6 +31,7 @@ WARM_MODULES = (
     "torch._dynamo",  # DDP and FSDP import it on first use: 0.7 s per worker here
 )
 """What every warm worker finds imported, whatever its command."""
+AGENT_MODULE = "phalanx.trainer.agent.main"
 
 
 class WorkerProcess(Protocol):
@@ -96,6 +97,10 @@ def _run_in_fork(command: PythonCommand, env: dict[str, str]) -> None:
     sys.stderr.flush()
 
 
+def _ready() -> None:
+    """The warm-up fork: nothing to do, its start is the proof."""
+
+
 class ForkedWorker:
     """A warm worker, with Popen's interface (a negative return code is a signal)."""
 
@@ -142,15 +147,20 @@ class Launcher:
             modules = [*WARM_MODULES, __name__]
             if self.command.module is not None:
                 modules.append(self.command.module)
+            # multiprocessing re-runs the parent's main script in every child (as __mp_main__;
+            # the `phalanx-agent` console script imports the agent): imported in the server
+            # already, that costs nothing.
+            modules.append(AGENT_MODULE)
             context.set_forkserver_preload(modules)
             self._context = context
 
     def warm_up(self) -> None:
-        """Start the fork server now, so its imports overlap standing by or the current epoch."""
+        """Start the fork server and wait until it has imported everything: a spare that says
+        it stands by is warm. (The server takes its first fork only after its imports.)"""
         if self._context is not None:
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
+            probe = self._context.Process(target=_ready, name="phalanx-warm-up")
+            probe.start()
+            probe.join()
 
     def spawn(self, env: dict[str, str]) -> WorkerProcess:
         if self._context is None or self.command is None:
