@@ -1,18 +1,26 @@
-"""Recovery on the local backend: how long a gang takes to train again after a node is SIGKILLed,
-and how much of the wall time is kept when a node fails every 60 s.
+"""Recovery on the local backend, side by side with stock torchrun in the same run.
 
-Part 1, time to recover: the quickstart job (4 nodes x 1 process, CPU) runs; each time the
-current epoch has trained for a few seconds, one node's agent and workers are SIGKILLed (node
-ranks in turn, rank 0 included; the machine stays, as after a reboot). Time to recover = the
-kill -> the first training step of the new epoch (the trainer's own step log), so it covers
-detection, the survivors' exit, the new gang's start-up, rendezvous, the checkpoint load and one
-step. p50 and p99 over N failures.
+The job is the quickstart (deploy/examples/quickstart.yaml: 4 nodes x 1 process, the reference
+trainer, DCP every 20 steps, async). Time to recover = the fault -> the first training step of
+the new epoch, from the trainer's own step log, so it covers detection, stopping, start-up,
+rendezvous, the checkpoint load and one step. Each fault strikes once the current epoch has
+trained a few seconds; node ranks are hit in turn (rank 0 included).
 
-Part 2, goodput: the same job for M minutes with a node SIGKILLed every 60 s. Reported twice:
-the planner's own goodput (status.goodput: 1 - lost / wall, lost = recovery + work since the
-checkpoint), and measured from the step log: kept steps x the steady step time / wall time.
+Scenarios:
+- worker: one worker process SIGKILLed, its pod (agent) survives;
+- spare: a node lost (its machine NotReady) with `spares: 1`; a replacement machine joins just
+  after, so the spare pool refills in the background before the next fault;
+- shrink: a node lost, no spare: one restart at 3 nodes; the machine returns and the job grows
+  back (a Grow restart, not counted) before the next fault;
+- torchrun: the baseline, `torchrun --standalone --nproc-per-node=4 --max-restarts` (c10d
+  rendezvous, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, the fix for pytorch#135712 without which its
+  restarts fail here) running the same trainer with the same settings, one worker SIGKILLed.
 
-Usage: python -m bench.recovery [--failures 20] [--minutes 10] [--out bench/results/recovery.md]
+Goodput: the job with `spares: 1` for M minutes with a node lost every 60 s (the lost machine
+comes back 5 s later), and for 10 minutes with one node lost at 5 min; measured from the step
+log (kept steps x the steady step time / wall) and as the planner's status.goodput.
+
+Usage: python -m bench.recovery [--failures 20] [--minutes 10] [--only worker,spare,...]
 """
 
 from __future__ import annotations
@@ -22,32 +30,45 @@ import itertools
 import json
 import os
 import platform
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 from phalanx.local import Fault, FaultPlan, LocalRun, RunOptions, inject
 from phalanx.models import TrainingJob
+from phalanx.operator.builder.env import trainer_env
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "deploy" / "examples" / "quickstart.yaml"
-TRAIN_SECONDS_BEFORE_KILL = 5.0
+TRAIN_SECONDS_BEFORE_FAULT = 5.0
+STAGES = ("spawned", "started", "rendezvous", "built", "loaded", "first_step")
 
 
-def job(steps: int) -> TrainingJob:
+def job(steps: int, spares: int = 0) -> TrainingJob:
     manifest = yaml.safe_load(QUICKSTART.read_text())
     manifest["spec"]["trainer"]["steps"] = steps
     manifest["spec"]["failurePolicy"]["maxInfraRestarts"] = 1000
+    manifest["spec"]["spares"] = spares
     return TrainingJob.from_manifest(manifest)
 
 
-def steps_of(workdir: Path) -> list[dict[str, Any]]:
+def log_records(workdir: Path) -> list[dict[str, Any]]:
     path = workdir / "log" / "losses.jsonl"
-    return [r for r in map(json.loads, path.read_text().splitlines()) if "loss" in r]
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def steps_of(workdir: Path) -> list[dict[str, Any]]:
+    return [r for r in log_records(workdir) if "loss" in r]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -57,65 +78,179 @@ def percentile(values: list[float], q: float) -> float:
 
 
 @dataclass
-class Killer:
-    """Kills a node each time the current epoch has trained a while; stops after `failures`
-    once the gang trains again."""
+class Recovery:
+    """One fault and what followed it."""
+
+    seconds: float
+    parts: dict[str, float] = field(default_factory=dict)
+    restarts: int = 1
+
+
+@dataclass
+class Injector:
+    """Strikes `failures` faults, each once the current epoch has trained a while at full size;
+    then stops the run (Ctrl-C, a suspend)."""
 
     failures: int
+    kind: str
+    spares: int = 0
     first_step: dict[int, datetime] = field(default_factory=dict)
-    last_killed_epoch: int = 0
+    last_epoch: int = 0
+    restore_at: float | None = None
 
     def __call__(self, run: LocalRun) -> None:
+        if self.restore_at is not None and time.monotonic() >= self.restore_at:
+            run.cluster.set_capacity(run.job.spec.desired_nodes + self.spares)
+            self.restore_at = None
         status, progress = run.status, run.status.progress
         if status.phase != "Running" or progress is None or progress.epoch != status.epoch:
             return
-        if status.epoch <= self.last_killed_epoch or progress.updated_at is None:
-            return  # the killed epoch, or the next one has not trained yet
+        if status.epoch <= self.last_epoch or progress.updated_at is None:
+            return
+        if status.nodes < run.job.spec.desired_nodes or status.spares < self.spares:
+            return  # grow back, or let the spare pool refill, first
         if len(run.faults) >= self.failures:
             if run.stop_requests == 0:
                 run.request_stop()
             return
         first = self.first_step.setdefault(status.epoch, progress.updated_at)
-        if (datetime.now(UTC) - first).total_seconds() < TRAIN_SECONDS_BEFORE_KILL:
+        if (datetime.now(UTC) - first).total_seconds() < TRAIN_SECONDS_BEFORE_FAULT:
             return
-        node = len(run.faults) % status.nodes
-        fault = Fault("kill-node", 0, node_rank=node, lose_node=False)
+        target = len(run.faults) % status.nodes
+        if self.kind == "worker":
+            fault = Fault("kill-rank", 0, rank=target * run.job.spec.nproc_per_node)
+        else:
+            fault = Fault("kill-node", 0, node_rank=target, lose_node=True)
         record = inject.strike(run.cluster, run.job, fault, datetime.now(UTC))
         if record is None:
             return
         run.faults.append(record)
-        self.last_killed_epoch = status.epoch
+        self.last_epoch = status.epoch
+        if self.kind != "worker":
+            self.restore_at = time.monotonic() + (0.0 if self.kind == "spare" else 5.0)
 
 
-def time_to_recover(failures: int, workdir: Path) -> list[float]:
-    """Kill -> first step of the next epoch, for each of `failures` node kills."""
-    run = LocalRun(job(1_000_000), RunOptions(workdir=workdir, fresh=True))
-    run.run(Killer(failures))
-    records = steps_of(workdir)
+def phalanx_scenario(kind: str, failures: int, workdir: Path) -> list[Recovery]:
+    spares = 1 if kind == "spare" else 0
+    run = LocalRun(job(1_000_000, spares), RunOptions(workdir=workdir, fresh=True))
+    run.run(Injector(failures, kind, spares))
+    records = log_records(workdir)
+    events = run.executor.events
     recoveries = []
-    for fault in run.faults:
-        after = [r["time"] for r in records if r["epoch"] > fault.epoch]
-        if after:
-            recoveries.append(min(after) - fault.time.timestamp())
+    for index, fault in enumerate(run.faults):
+        struck = fault.time.timestamp()
+        after = [r for r in records if "loss" in r and r["epoch"] > fault.epoch]
+        if not after:
+            continue
+        first = after[0]
+        startup = next(
+            (r for r in records if r.get("event") == "startup" and r["epoch"] == first["epoch"]),
+            None,
+        )
+        until = run.faults[index + 1].time if index + 1 < len(run.faults) else None
+        restarts = sum(
+            1
+            for e in events
+            if e.reason in ("Restart", "Shrink") and e.time >= fault.time
+            and (until is None or e.time < until)
+        )  # fmt: skip
+        recoveries.append(Recovery(first["time"] - struck, _parts(struck, startup), restarts))
     return recoveries
 
 
-def goodput(minutes: float, workdir: Path) -> dict[str, float]:
-    """A node SIGKILLed every 60 s for `minutes`; then Ctrl-C (suspend)."""
-    wall = minutes * 60
-    kills = [Fault("kill-node", t, node_rank=i % 4, lose_node=False)
-             for i, t in enumerate(range(60, int(wall), 60))]  # fmt: skip
-    run = LocalRun(job(1_000_000), RunOptions(workdir=workdir, fresh=True, faults=FaultPlan(kills)))
+PARTS = ("detect+assign", "start", "rendezvous", "build", "load", "first step")
+"""Each part ends at the stage of the same position in STAGES."""
+
+
+def _parts(struck: float, startup: dict[str, Any] | None) -> dict[str, float]:
+    """Fault -> each start-up stage of the new epoch's rank 0, as durations."""
+    if startup is None or any(startup.get(stage) is None for stage in STAGES):
+        return {}
+    times = [struck, *(float(startup[stage]) for stage in STAGES)]
+    return {name: round(times[i + 1] - times[i], 3) for i, name in enumerate(PARTS)}
+
+
+def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
+    """The same trainer under stock torchrun, one worker SIGKILLed per cycle."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = job(1_000_000)
+    env = {
+        **os.environ,
+        **trainer_env(spec),
+        "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
+        "PET_NNODES": "1",
+        "PET_NODE_RANK": "0",
+        "PET_NPROC_PER_NODE": "4",
+        "OMP_NUM_THREADS": "1",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--max-restarts={failures + 5}", "--monitor-interval=0.1",
+            "-m", "phalanx.trainer.train", "--step-delay-seconds", "0.1"]  # fmt: skip
+    with (workdir / "torchrun.log").open("wb") as out:
+        agent = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    kills: list[float] = []
+    try:
+        while len(kills) < failures and agent.poll() is None:
+            time.sleep(0.1)
+            steps = steps_of(workdir)
+            since = kills[-1] if kills else 0.0
+            trained = [r["time"] for r in steps if r["time"] > since]
+            if not trained or time.time() - trained[0] < TRAIN_SECONDS_BEFORE_FAULT:
+                continue
+            worker = _torchrun_worker(agent.pid, rank=len(kills) % 4)
+            if worker is not None:
+                kills.append(time.time())
+                worker.kill()
+        deadline = time.time() + 120
+        while time.time() < deadline and not any(r["time"] > kills[-1] for r in steps_of(workdir)):
+            time.sleep(0.2)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+    steps = steps_of(workdir)
+    recoveries = []
+    for kill in kills:
+        after = [r["time"] for r in steps if r["time"] > kill]
+        if after:
+            recoveries.append(Recovery(min(after) - kill))
+    return recoveries
+
+
+def _torchrun_worker(agent: int, rank: int) -> psutil.Process | None:
+    try:
+        for process in psutil.Process(agent).children(recursive=True):
+            if process.environ().get("RANK") == str(rank):
+                return process
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return None
+
+
+def goodput(seconds: float, every: float, workdir: Path) -> dict[str, float]:
+    """Nodes lost every `every` s for `seconds` (each machine back 5 s later); then Ctrl-C."""
+    kills = [Fault("kill-node", t, node_rank=i % 4, lose_node=True)
+             for i, t in enumerate(range(int(every), int(seconds), int(every)))]  # fmt: skip
+    options = RunOptions(workdir=workdir, fresh=True, faults=FaultPlan(kills))
+    run = LocalRun(job(1_000_000, spares=1), options)
+    restore: list[float] = []
 
     def on_tick(r: LocalRun) -> None:
-        if r.elapsed >= wall and r.stop_requests == 0:
+        if len(r.faults) > len(restore):
+            restore.append(time.monotonic() + 5.0)
+        if restore and time.monotonic() >= restore[-1] > 0:
+            r.cluster.set_capacity(r.job.spec.desired_nodes + 1)
+            restore[-1] = -1.0
+        if r.elapsed >= seconds and r.stop_requests == 0:
             r.request_stop()
 
     summary = run.run(on_tick)
     records = steps_of(workdir)
-    kept: dict[int, float] = {}
-    for record in records:  # a resumed step replaces the lost one
-        kept[record["step"]] = record["time"]
+    kept = {r["step"] for r in records}  # a redone step replaces the lost one
     intervals = [b["time"] - a["time"] for a, b in itertools.pairwise(records)
                  if b["epoch"] == a["epoch"] and b["step"] == a["step"] + 1]  # fmt: skip
     step_time = statistics.median(intervals)
@@ -126,52 +261,121 @@ def goodput(minutes: float, workdir: Path) -> dict[str, float]:
         "kept_steps": len(kept),
         "step_time": step_time,
         "measured_goodput": len(kept) * step_time / summary.duration_seconds,
-        "recoveries": statistics.median(summary.recoveries) if summary.recoveries else 0.0,
     }
+
+
+def _row(name: str, recoveries: list[Recovery]) -> str:
+    values = [r.seconds for r in recoveries]
+    if not values:
+        return f"| {name} | 0 | - | - | - | - |"
+    return (
+        f"| {name} | {len(values)} | {percentile(values, 0.5):.2f} s "
+        f"| {percentile(values, 0.99):.2f} s | {min(values):.2f} s | {max(values):.2f} s |"
+    )
+
+
+def _breakdown(recoveries: list[Recovery]) -> str:
+    parts = [r.parts for r in recoveries if r.parts]
+    if not parts:
+        return "-"
+    names = list(parts[0])
+    return ", ".join(f"{n} {statistics.median(p.get(n, 0.0) for p in parts):.2f}" for n in names)
+
+
+SCENARIOS: dict[str, tuple[str, Callable[[int, Path], list[Recovery]]]] = {
+    "worker": ("a worker SIGKILLed (pod survives)", lambda n, d: phalanx_scenario("worker", n, d)),
+    "spare": ("a node lost, hot spare", lambda n, d: phalanx_scenario("spare", n, d)),
+    "shrink": ("a node lost, no spare (shrink)", lambda n, d: phalanx_scenario("shrink", n, d)),
+    "torchrun": ("torchrun --max-restarts: a worker SIGKILLed", torchrun_baseline),
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--failures", type=int, default=20)
     parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--only", default="worker,spare,shrink,torchrun,goodput")
     parser.add_argument("--out", type=Path, default=Path("bench/results/recovery.md"))
     args = parser.parse_args()
+    chosen = args.only.split(",")
+    results: dict[str, list[Recovery]] = {}
+    goodputs: list[tuple[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        recoveries = time_to_recover(args.failures, Path(tmp, "recover"))
-        print("time to recover:", [round(r, 2) for r in recoveries], flush=True)
-        result = goodput(args.minutes, Path(tmp, "goodput"))
-        print("goodput:", result, flush=True)
-    machine = f"{platform.node()}: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
+        for key, (_, scenario) in SCENARIOS.items():
+            if key in chosen:
+                results[key] = scenario(args.failures, Path(tmp, key))
+                print(key, [round(r.seconds, 2) for r in results[key]], flush=True)
+        if "goodput" in chosen:
+            wall = args.minutes * 60
+            goodputs.append(
+                (
+                    f"node lost every 60 s for {args.minutes:g} min",
+                    goodput(wall, 60, Path(tmp, "g60")),
+                )
+            )
+            print(goodputs[-1], flush=True)
+            goodputs.append(
+                (
+                    "node lost every 10 min (one at 5 min of 10)",
+                    goodput(600, 300, Path(tmp, "g600")),
+                )
+            )
+            print(goodputs[-1], flush=True)
+    machine = (
+        f"{platform.node()}: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}"
+    )
     lines = [
         "# Recovery on the local backend",
         "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d} on {machine}; no GPU (gloo on CPU).",
+        f"Measured {datetime.now(UTC):%Y-%m-%d} on {machine}; no GPU (gloo on CPU), one run of "
+        "`python -m bench.recovery`, every scenario back to back.",
         "Job: deploy/examples/quickstart.yaml (4 nodes x 1 process, the reference trainer, "
-        "checkpoint every 20 steps, async), `python -m bench.recovery`.",
+        "checkpoint every 20 steps, async, 0.1 s step delay).",
         "",
-        f"## Time to recover from a SIGKILLed node ({len(recoveries)} failures)",
+        "## Time to recover: the fault -> the first training step of the new epoch",
         "",
-        "Kill of one node's agent and workers -> the first training step of the new epoch.",
-        "",
-        "| p50 | p99 | min | max |",
-        "| --- | --- | --- | --- |",
-        f"| {percentile(recoveries, 0.5):.1f} s | {percentile(recoveries, 0.99):.1f} s "
-        f"| {min(recoveries):.1f} s | {max(recoveries):.1f} s |",
-        "",
-        f"## Goodput with a node SIGKILLed every 60 s for {args.minutes:g} minutes",
-        "",
-        "| failures | wall | planner goodput | kept steps | steady step time | measured goodput |",
+        "| scenario | failures | p50 | p99 | min | max |",
         "| --- | --- | --- | --- | --- | --- |",
-        f"| {result['failures']:.0f} | {result['wall']:.0f} s | {result['planner_goodput']:.1%} "
-        f"| {result['kept_steps']:.0f} | {result['step_time'] * 1000:.0f} ms "
-        f"| {result['measured_goodput']:.1%} |",
-        "",
-        "Measured goodput = kept steps x the median step time of uninterrupted steps / wall time "
-        "(start-up of the first epoch counts as lost too). Planner goodput = the job's "
-        "status.goodput (1 - lost / wall; lost = recovery time + work since the last checkpoint).",
+        *(_row(SCENARIOS[k][0], v) for k, v in results.items()),
         "",
     ]
-    args.out.write_text("\n".join(lines))
+    if "torchrun" in results and "worker" in results and results["torchrun"] and results["worker"]:
+        ours = percentile([r.seconds for r in results["worker"]], 0.5)
+        theirs = percentile([r.seconds for r in results["torchrun"]], 0.5)
+        lines += [f"Worker kill, p50: torchrun / Phalanx = {theirs / ours:.1f}x.", ""]
+    lines += [
+        "Where the seconds go (medians; stages of the new epoch's rank 0, from the fault on):",
+        "",
+    ]
+    lines += [
+        f"- {SCENARIOS[k][0]}: {_breakdown(v)}" for k, v in results.items() if k != "torchrun"
+    ]
+    if "shrink" in results:
+        counts = sorted({r.restarts for r in results["shrink"]})
+        lines += ["", f"Restart events per lost node without a spare: {counts}."]
+    if goodputs:
+        lines += [
+            "",
+            "## Goodput (spares: 1; each lost machine returns 5 s later)",
+            "",
+            "| failures | wall | planner goodput | kept steps | steady step time | measured goodput |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, g in goodputs:
+            lines.append(
+                f"| {name}: {g['failures']:.0f} | {g['wall']:.0f} s | {g['planner_goodput']:.1%} "
+                f"| {g['kept_steps']:.0f} | {g['step_time'] * 1000:.0f} ms "
+                f"| {g['measured_goodput']:.1%} |"
+            )
+        lines += [
+            "",
+            "Measured goodput = kept steps x the median step time of uninterrupted steps / wall "
+            "time (the first epoch's start-up counts as lost too). Planner goodput = the job's "
+            "status.goodput (1 - lost / wall; lost = recovery time + work since the last "
+            "checkpoint).",
+        ]
+    args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
