@@ -194,6 +194,10 @@ class TrainingJobStatus(KubeModel):
     recovering_since: datetime | None = None
     """When the failure being recovered from was seen; cleared at the new epoch's first step."""
 
+    failed_at: datetime | None = None
+    """When that failure happened, where an agent reported it (its first worker's exit): the
+    start of the recovery's `detect` part. Cleared with `recoveringSince`."""
+
     consecutive_failures: Annotated[int, Field(ge=0)] = 0
     """Failures since training last made progress; drives the restart backoff."""
 

@@ -53,6 +53,7 @@ class LocalExecutor:
     on_event: Callable[[Event], None] = lambda _: None
     events: list[Event] = field(default_factory=list)
     recoveries: list[float] = field(default_factory=list)
+    recovery_parts: list[dict[str, float]] = field(default_factory=list)
     _ports: dict[int, int] = field(default_factory=dict)
 
     def apply(self, plan: Plan, now: datetime) -> None:
@@ -71,8 +72,9 @@ class LocalExecutor:
                 case CreateStandbyPod(epoch=epoch, index=index):
                     name = standby_pod_name(self.job.metadata.name or "job", epoch, index)
                     self._create(LocalPod(name, epoch, index, "standby", 0, now), 1)
-                case ObserveRecovery(seconds=seconds):
+                case ObserveRecovery(seconds=seconds, parts=parts):
                     self.recoveries.append(round(seconds, 3))
+                    self.recovery_parts.append(dict(parts))
                 case EmitEvent(reason=reason, message=message, type=kind):
                     self.record(Event(now, reason, message, kind))
                 case _:  # children, PodGroups, TTL deletion: nothing to do on one machine

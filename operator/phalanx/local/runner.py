@@ -219,6 +219,7 @@ class LocalRun:
             goodput=status.goodput,
             lost_seconds=round(status.lost_seconds, 3),
             recoveries=self.executor.recoveries,
+            recovery_parts=self.executor.recovery_parts,
             duration_seconds=round(self.elapsed, 3),
             faults=self.faults,
             events=[

@@ -106,6 +106,12 @@ class RunSummary(KubeModel):
     """Wall time lost to failures: recovery plus work since the last checkpoint."""
 
     recoveries: list[float] = Field(default_factory=list)
+    """Seconds from each failure (an agent's report of it, else the restart decision) to the
+    new epoch's first training step."""
+
+    recovery_parts: list[dict[str, float]] = Field(default_factory=list)
+    """Where each recovery's seconds went: detect, assign, start, rendezvous, build, load,
+    first step, report (see phalanx.operator.planner.timeline)."""
     """Seconds from each failure seen to the new epoch's first training step."""
 
     duration_seconds: float

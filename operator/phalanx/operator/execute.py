@@ -138,8 +138,10 @@ class Executor:
             case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid):
                 pod = builder.standby_pod(job, epoch, index, self.build, avoid)
                 self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
-            case ObserveRecovery(seconds=seconds, failure_class=failure_class):
+            case ObserveRecovery(seconds=seconds, failure_class=failure_class, parts=parts):
                 self.metrics.recovery.labels(failure_class).observe(seconds)
+                for part, part_seconds in parts:
+                    self.metrics.recovery_part.labels(part).observe(part_seconds)
             case DeleteJob():
                 self._delete_job(job)
             case AssignEpoch():

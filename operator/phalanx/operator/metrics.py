@@ -64,9 +64,25 @@ class OperatorMetrics:
             registry=self.registry,
         )  # fmt: skip
         self.recovery = Histogram(
-            "phalanx_recovery_seconds", "Failure seen to the new epoch's first training step",
+            "phalanx_recovery_seconds", "Failure to the new epoch's first training step",
             ["class"],
-            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800), registry=self.registry,
+            buckets=(0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
+            registry=self.registry,
+        )  # fmt: skip
+        self.recovery_part = Histogram(
+            "phalanx_recovery_part_seconds",
+            "Where recoveries go: detect, assign, start, rendezvous, build, load, first step, "
+            "report", ["part"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300), registry=self.registry,
+        )  # fmt: skip
+        self.lost = Counter(
+            "phalanx_lost_training_seconds",
+            "Training time lost to failures: recovery plus work since the last checkpoint",
+            labels, registry=self.registry,
+        )  # fmt: skip
+        self.spares = Gauge(
+            "phalanx_spares", "Hot spares ready to take a failed node's rank", labels,
+            registry=self.registry,
         )  # fmt: skip
         self.reconcile = Histogram(
             "phalanx_reconcile_duration_seconds", "Time to plan and execute one reconcile",
@@ -86,6 +102,10 @@ class OperatorMetrics:
             if grew > 0:
                 self.restarts.labels(namespace, job, failure_class).inc(grew)
         self.world_size.labels(namespace, job).set(new.world_size)
+        self.spares.labels(namespace, job).set(new.spares)
+        lost = new.lost_seconds - (old.lost_seconds if old else 0.0)
+        if lost > 0:
+            self.lost.labels(namespace, job).inc(lost)
         if new.goodput is not None:
             self.goodput.labels(namespace, job).set(new.goodput)
         self._jobs.set((namespace, job), new.phase)
@@ -93,7 +113,7 @@ class OperatorMetrics:
     def forget(self, namespace: str, job: str) -> None:
         """A job is gone: drop its series."""
         self._jobs.set((namespace, job), None)
-        for metric in (self.world_size, self.goodput):
+        for metric in (self.world_size, self.goodput, self.spares, self.lost):
             with contextlib.suppress(KeyError):
                 metric.remove(namespace, job)
         for failure_class in ("application", "infrastructure"):

@@ -165,3 +165,30 @@ def test_pods_that_run_one_epoch_are_recreated_as_before() -> None:
     assert j.status is not None
     assert j.status.current.ranks == {}
     assert plan.of_type(DeletePods)[0].names == tuple(f"j-1-{r}" for r in range(4))
+
+
+def test_a_recovery_says_where_its_seconds_went_and_conditions_follow_it() -> None:
+    j = running()
+    gang = agents(1, 4)
+    failed_at = at(19.5)
+    gang[2] = replace(gang[2], agent=report("j-1-2", "failed", 1, exitCode=137, failedAt=failed_at))
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20))
+    assert j.status is not None
+    restarting = {c.type: c for c in j.status.conditions}["Restarting"]
+    assert (restarting.status, restarting.reason) == ("True", "Killed")
+    stamps = {"spawned": 20.3, "started": 20.35, "rendezvous": 20.8, "built": 20.9,
+              "loaded": 21.4, "firstStep": 21.5}  # fmt: skip
+    startup = {k: at(v).timestamp() for k, v in stamps.items()}
+    heartbeat = beat(2, 61, startup=startup)
+    j, plan = step(j, Observed(pods=tuple(agents(1, 4, 2)), heartbeat=heartbeat), at(22))
+    [recovery] = plan.of_type(ObserveRecovery)
+    assert recovery.seconds == 2.5, "from the failure the agent reported, not from the decision"
+    assert dict(recovery.parts) == {
+        "detect": 0.5, "assign": 0.3, "start": 0.05, "rendezvous": 0.45, "build": 0.1,
+        "load": 0.5, "first step": 0.1, "report": 0.5,
+    }  # fmt: skip
+    [message] = [e.message for e in plan.of_type(EmitEvent) if e.reason == "Recovered"]
+    assert message.startswith("epoch 2 trains again 2.50 s after the failure (detect 0.50 s, ")
+    assert j.status is not None
+    assert {c.type: c.status for c in j.status.conditions}["Restarting"] == "False"
+    assert j.status.failed_at is None

@@ -89,6 +89,8 @@ class ObserveRecovery:
 
     seconds: float
     failure_class: str
+    parts: tuple[tuple[str, float], ...] = ()
+    """Where the time went, in order (see `planner.timeline`), when the epoch reported it."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from phalanx.models.status import (
     Phase,
     TrainingJobStatus,
 )
-from phalanx.operator.planner import inplace
+from phalanx.operator.planner import inplace, timeline
 from phalanx.operator.planner.actions import (
     Action,
     DeletePods,
@@ -122,6 +122,11 @@ class Decision:
             standbys={name: index for index, name in enumerate(spares)},
         )
         self.set_phase("Pending" if reason in ("Created", "Resumed") else "Restarting")
+        what = f"epoch {self.status.epoch} with {nodes} nodes"
+        if reason == "Restart":
+            self.set_condition("Restarting", True, reason, what)
+        elif reason in ("Shrink", "Grow", "Scale"):
+            self.set_condition("Resizing", True, reason, what)
         keep = {*ranks, *spares}
         self.delete_pods(
             [p.name for p in self.observed.pods if not p.deleting and p.name not in keep]
@@ -161,14 +166,27 @@ class Decision:
         self.status.lost_seconds += max((self.now - since).total_seconds(), 0.0)
 
     def finish_recovery(self) -> None:
-        """The new epoch trains (its first step): observe the recovery time, count it as lost."""
-        if self.status.recovering_since is None:
+        """The new epoch trains (its first step): observe the recovery time and where it went,
+        count it as lost, and end the Restarting / Resizing conditions."""
+        self.clear_condition("Restarting", "Recovered")
+        self.clear_condition("Resizing", "Resized")
+        since = self.status.recovering_since
+        if since is None:
             return
         failure_class = self.status.failures[-1].failure_class if self.status.failures else "none"
-        seconds = max((self.now - self.status.recovering_since).total_seconds(), 0.0)
-        self.actions.append(ObserveRecovery(seconds=seconds, failure_class=failure_class))
+        beat = self.observed.heartbeat
+        startup = beat.startup if beat is not None and beat.epoch == self.status.epoch else None
+        failed_at = self.status.failed_at
+        seconds = max((self.now - (failed_at or since)).total_seconds(), 0.0)
+        parts = timeline.parts(failed_at, since, startup, self.now)
+        self.actions.append(ObserveRecovery(seconds, failure_class, parts))
+        self.event(
+            "Recovered",
+            f"epoch {self.status.epoch} trains again {timeline.describe(seconds, parts)}",
+        )
         self.status.lost_seconds += seconds
         self.status.recovering_since = None
+        self.status.failed_at = None
 
     def update_goodput(self) -> None:
         if self.status.start_time is None:

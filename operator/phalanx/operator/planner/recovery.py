@@ -6,6 +6,8 @@ class, after the class's backoff. Pods whose agent answers carry over into it (s
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from phalanx.operator.planner import backoff, elastic, heartbeat, inplace
 from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_class
 from phalanx.operator.planner.config import PlannerConfig, seconds
@@ -86,18 +88,34 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
     d.count_restart(failure_class)
     d.status.consecutive_failures += 1
     d.status.recovering_since = d.status.recovering_since or d.now
+    d.status.failed_at = d.status.failed_at or first_sign(d, verdicts)
     nodes = size or restart_size(d)
     d.start_epoch(nodes, reason="Restart")
     delay = backoff.restart_delay(failure_class, d.status.consecutive_failures, policy)
     if delay:
         d.status.current.restart_after = d.now + seconds(delay)
     d.set_condition("Running", False, "Restarting", f"{cause.reason} of {cause.pod}")
+    d.set_condition(
+        "Restarting", True, cause.reason,
+        f"{cause.reason} of {cause.pod}: epoch {d.status.epoch} with {nodes} nodes",
+    )  # fmt: skip
     d.event(
         "Restart",
         f"{failure_class} failure ({cause.reason} of {cause.pod}): epoch {d.status.epoch} "
         f"with {nodes} nodes" + (f" in {delay:.0f} s" if delay else ""),
         "Warning",
     )
+
+
+def first_sign(d: Decision, verdicts: list[Verdict]) -> datetime | None:
+    """When the earliest of these failures happened, where an agent reported the moment."""
+    named = {v.pod for v in verdicts}
+    moments = [
+        p.agent.failed_at
+        for p in d.observed.pods
+        if p.name in named and p.agent is not None and p.agent.failed_at is not None
+    ]
+    return min(moments, default=None)
 
 
 def restart_size(d: Decision) -> int:
