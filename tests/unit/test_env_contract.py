@@ -6,6 +6,7 @@ user cannot collide with it), for every rank of an epoch.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -41,12 +42,22 @@ def _job() -> TrainingJob:
     )
 
 
+def _resolve(entry: dict[str, Any], pod: dict[str, Any]) -> str:
+    """An env entry's value as the kubelet gives it (the downward API for the pod's name)."""
+    if "value" in entry:
+        return str(entry["value"])
+    assert entry["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}, entry
+    return str(pod["metadata"]["name"])
+
+
 @pytest.mark.parametrize("rank", [0, 1, 2])
 def test_trainer_parses_the_pod_the_operator_renders(
     monkeypatch: pytest.MonkeyPatch, rank: int
 ) -> None:
     pod = node_pod(_job(), epoch=5, rank=rank, nodes=3, settings=BuildSettings())
-    variables = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    variables = {e["name"]: _resolve(e, pod) for e in pod["spec"]["containers"][0]["env"]}
+    assert variables[env.PHALANX_POD_NAME] == f"llm-5-{rank}"
+    assert variables[env.PHALANX_ASSIGNMENT_LEASE] == "llm-assignment"
     for name in [n for n in os.environ if env.is_reserved(n)]:
         monkeypatch.delenv(name)
     for name, value in variables.items():

@@ -25,3 +25,19 @@ def test_node_and_standby_pods_of_every_example_are_valid_pods(path: object) -> 
         for container in pod["spec"]["containers"]:
             for quantities in (container.get("resources") or {}).values():
                 assert all(isinstance(v, str) for v in quantities.values()), quantities
+
+
+def test_a_new_pod_rendezvouses_where_a_carried_over_rank_0_listens() -> None:
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    job = TrainingJob.model_validate(manifest)
+    name = job.metadata.name
+    own = node_pod(job, 4, 2, 3, BuildSettings())
+    joining = node_pod(job, 4, 2, 3, BuildSettings(), master=f"{name}-1-0")
+
+    def addr(pod: dict[str, object]) -> str:
+        env = pod["spec"]["containers"][0]["env"]  # type: ignore[index]
+        return next(e["value"] for e in env if e["name"] == "MASTER_ADDR")  # type: ignore[no-any-return]
+
+    assert addr(own) == f"{name}-4-0.{name}.team.svc.cluster.local"
+    assert addr(joining) == f"{name}-1-0.{name}.team.svc.cluster.local"

@@ -6,8 +6,9 @@ too long or badly formed. The strictest are the node pods' hostnames `<job>-<epo
 (DNS-1123 labels, at most 63 characters) and the headless Service `<job>`, which is also the
 pods' subdomain (a DNS-1035 label: lowercase letters, digits and '-', starting with a letter). The
 rest fit easily: PodGroup `<job>-<epoch>` (also a pod label value, at most 63), standby pods
-`<job>-<epoch>-s<i>`, ServiceAccount, Role and RoleBinding `<job>-phalanx`, Lease
-`<job>-heartbeat` (DNS-1123 subdomains of at most 253), and the `phalanx.dev/job` label (63).
+`<job>-<epoch>-s<i>`, ServiceAccount, Role and RoleBinding `<job>-phalanx`, Leases
+`<job>-heartbeat` and `<job>-assignment` (DNS-1123 subdomains of at most 253), and the
+`phalanx.dev/job` label (63).
 
 The epoch grows without a natural bound (restarts, resizes, resumes), so it gets one:
 `MAX_EPOCH` (6 digits), which the planner never passes (the job fails with EpochLimitReached
@@ -112,6 +113,11 @@ def service_name(job: str) -> str:
 def lease_name(job: str) -> str:
     """The heartbeat Lease node rank 0's agent renews."""
     return f"{job}-heartbeat"
+
+
+def assignment_lease_name(job: str) -> str:
+    """The Lease whose annotation publishes each epoch's assignment to the pods' agents."""
+    return f"{job}-assignment"
 
 
 def service_account_name(job: str) -> str:

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from phalanx.local.cluster import LocalCluster, LocalPod
 from phalanx.local.launch import LOOPBACK, Workdir, free_port, node_launch
+from phalanx.models import env
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import node_pod_name, standby_pod_name
@@ -109,8 +110,11 @@ class LocalExecutor:
         if pod.name in self.cluster.pods:
             return
         rank = pod.rank if pod.role == "node" else 0  # a standby's rank comes with an epoch
-        pod.launch = node_launch(
+        launch = node_launch(
             self.job, pod.name, pod.epoch, rank, nodes, self._port(pod.epoch), self.workdir,
             self.run_id, self.heartbeat_seconds,
         )  # fmt: skip
+        if pod.role == "standby":
+            launch.env[env.PHALANX_STANDBY] = "1"
+        pod.launch = launch
         self.cluster.create(pod)

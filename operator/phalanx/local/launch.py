@@ -119,6 +119,7 @@ def node_launch(
     contract.pop(env.PHALANX_CHECKPOINT_DIR, None)
     contract.pop(env.PHALANX_CHECKPOINT_URL, None)
     contract.pop(env.PHALANX_HEARTBEAT_LEASE, None)
+    contract.pop(env.PHALANX_ASSIGNMENT_LEASE, None)  # the run's assignment file instead
     interpreter_dir = str(Path(sys.executable).parent)
     values = {
         **os.environ,

@@ -25,7 +25,10 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from phalanx.models import labels
+from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
+from phalanx.models.names import assignment_lease_name, lease_name
 from phalanx.operator import builder
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.metrics import OperatorMetrics
@@ -132,8 +135,12 @@ class Executor:
                 self._ensure_children(job)
             case EnsurePodGroup(epoch=epoch, min_member=size):
                 self._create_custom(job, builder.pod_group(job, epoch, size))
-            case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid):
-                pod = builder.node_pod(job, epoch, rank, nodes, self.build, avoid, uses_podgroup)
+            case CreateNodePod(
+                epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master
+            ):
+                pod = builder.node_pod(
+                    job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master
+                )
                 self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
             case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid):
                 pod = builder.standby_pod(job, epoch, index, self.build, avoid)
@@ -144,11 +151,8 @@ class Executor:
                     self.metrics.recovery_part.labels(part).observe(part_seconds)
             case DeleteJob():
                 self._delete_job(job)
-            case AssignEpoch():
-                # On a cluster the pods' agents run the one epoch their env describes (no
-                # assignment channel yet), so no pod reports itself reusable and every
-                # assignment names new pods only, whose env already carries it.
-                pass
+            case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
+                self._assign(job, epoch, nodes, ranks)
             case _:  # status and events are written around the other actions
                 pass
 
@@ -214,6 +218,32 @@ class Executor:
             lambda b: self.coordination.create_namespaced_lease(ns, b),
             builder.heartbeat_lease(job),
         )
+        self._create(
+            job,
+            lambda b: self.coordination.create_namespaced_lease(ns, b),
+            builder.assignment_lease(job),
+        )
+
+    def _assign(
+        self, job: TrainingJob, epoch: int, nodes: int, ranks: tuple[tuple[str, int], ...]
+    ) -> None:
+        """Publish the epoch's assignment on the assignment Lease, which every agent watches.
+        Rank 0's pod is where the epoch rendezvouses; its agents started it in place."""
+        by_rank = {rank: pod for pod, rank in ranks}
+        assignment = EpochAssignment(
+            epoch=epoch, nodes=nodes,
+            master_addr=builder.pod_address(job, by_rank[0], self.build),
+            master_port=self.build.master_port, ranks=dict(ranks),
+        )  # fmt: skip
+        body = {"metadata": {"annotations": {labels.ASSIGNMENT: assignment.model_dump_json()}}}
+        name = assignment_lease_name(job.metadata.name or "")
+        try:
+            self.coordination.patch_namespaced_lease(name, _ns(job), body)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            self._ensure_children(job)  # created by the first reconcile; gone since: again
+            self.coordination.patch_namespaced_lease(name, _ns(job), body)
 
     def _delete_pods(self, job: TrainingJob, names: tuple[str, ...], force: bool) -> None:
         grace = 0 if force else None
@@ -222,6 +252,14 @@ class Executor:
                 self.core.delete_namespaced_pod(name, _ns(job), grace_period_seconds=grace)
             except ApiException as error:
                 _tolerate(error, 404)
+        reports = {labels.AGENT_REPORT_PREFIX + name: None for name in names}
+        try:  # their agents' reports go with them (a merge patch with null removes a key)
+            self.coordination.patch_namespaced_lease(
+                lease_name(job.metadata.name or ""), _ns(job),
+                {"metadata": {"annotations": reports}},
+            )  # fmt: skip
+        except ApiException as error:
+            _tolerate(error, 404)
 
     def _delete_job(self, job: TrainingJob) -> None:
         try:

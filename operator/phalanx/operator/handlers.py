@@ -94,10 +94,12 @@ class Reconciler:
             log.error("TrainingJob %s/%s cannot be read: %s", *key, error)
             return self.resync_seconds
         refused = self._refused.get(key)
+        lease: observe.LeaseFacts | None = next(iter(leases.get(key, ())), None)
+        views = tuple(v for v in pods.get(key, ()) if v is not None)
         observed = Observed(
-            pods=tuple(v for v in pods.get(key, ()) if v is not None),
+            pods=observe.with_reports(views, lease.reports) if lease else views,
             nodes={n.name: n for n in nodes.get(None, ())},
-            heartbeat=next(iter(leases.get(key, ())), None),
+            heartbeat=lease.heartbeat if lease else None,
             podgroups_supported=self.podgroups_supported,
             refused=refused,
         )
@@ -154,8 +156,8 @@ def register(
     ) -> dict[JobKey, Any]:
         key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
         reconciler.poke(key)
-        beat = observe.heartbeat(body)
-        return {key: beat} if beat else {}
+        facts = observe.lease_facts(body)
+        return {key: facts} if facts else {}
 
     @kopf.index("nodes", id="all_nodes", registry=registry)
     async def all_nodes(body: kopf.Body, **_: Any) -> dict[None, Any]:

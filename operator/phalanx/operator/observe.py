@@ -6,15 +6,18 @@ reconcile), and these functions reduce each object to what the planner needs whe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from phalanx.models import labels
+from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator.planner import NodeView, PodView
 from phalanx.operator.planner.observed import Role
@@ -97,6 +100,40 @@ def node_view(node: Body) -> NodeView:
     """A node and whether its Ready condition is True."""
     ready = _condition(node.get("status") or {}, "Ready")
     return NodeView(name=node["metadata"]["name"], ready=bool(ready and ready["status"] == "True"))
+
+
+@dataclass(frozen=True)
+class LeaseFacts:
+    """What the job's heartbeat Lease says: rank 0's heartbeat and each agent's report."""
+
+    heartbeat: Heartbeat | None
+    reports: Mapping[str, AgentReport]
+
+
+def lease_facts(lease: Body) -> LeaseFacts | None:
+    """The heartbeat and the agents' reports on a Lease of a job; None if it has neither."""
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    reports = {}
+    for key, raw in annotations.items():
+        if not key.startswith(labels.AGENT_REPORT_PREFIX):
+            continue
+        try:
+            report = AgentReport.model_validate_json(raw)
+        except ValidationError as error:
+            log.warning("ignoring a malformed agent report %s: %s", key, error)
+            continue
+        reports[report.pod] = report
+    beat = heartbeat(lease)
+    return LeaseFacts(beat, reports) if beat is not None or reports else None
+
+
+def with_reports(
+    pods: tuple[PodView, ...], reports: Mapping[str, AgentReport]
+) -> tuple[PodView, ...]:
+    """Pod views with their agent's report, for pods whose agent follows assignments."""
+    return tuple(
+        dataclasses.replace(p, agent=reports[p.name]) if p.name in reports else p for p in pods
+    )
 
 
 def heartbeat(lease: Body) -> Heartbeat | None:

@@ -131,8 +131,11 @@ def test_infrastructure_failures_restart_and_are_counted_apart(
     assert status["restarts"] == {"application": 0, "infrastructure": 1, "total": 1}
     assert status["failures"][-1]["class"] == "infrastructure"
     assert status["failures"][-1]["reason"] == reason
-    # The replacement gang avoids the NotReady node only by scheduling; here it runs on others.
-    cluster.kubelet.start_gang("infra", 2, 4, nodes=["node-0", "node-1", "node-4", "node-5"])
+    # A node that is gone costs its rank at once (one restart at the size that runs now, no
+    # wait for a replacement); a failed pod on a healthy node is replaced at the same size.
+    nodes = 3 if reason == "NodeNotReady" else 4
+    assert status["nodes"] == nodes
+    cluster.kubelet.start_gang("infra", 2, nodes, nodes=["node-0", "node-1", "node-4", "node-5"])
     cluster.wait_status("infra", lambda s: s.get("phase") == "Running", "Running again")
     cluster.wait_metric(
         "phalanx_restarts_total",

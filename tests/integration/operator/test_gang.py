@@ -40,6 +40,8 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             env.PHALANX_CHECKPOINT_DIR: "/ckpt", env.PHALANX_TENSOR_PARALLEL: "1",
             env.PHALANX_PIPELINE_PARALLEL: "1", env.PHALANX_DATA_PARALLEL: "8",
             env.PHALANX_HEARTBEAT_LEASE: "gang-heartbeat",
+            env.PHALANX_ASSIGNMENT_LEASE: "gang-assignment",
+            env.PHALANX_POD_NAME: None,  # from the downward API: the pod's own name
             # the checkpoint cadence, as the reference trainer's settings
             "PHALANX_TRAINER_CHECKPOINT_INTERVAL_STEPS": "100",
             "PHALANX_TRAINER_CHECKPOINT_KEEP": "3",
@@ -54,6 +56,8 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
     assert service.metadata.owner_references[0].uid == uid
     role = k8s.RbacAuthorizationV1Api(cluster.api).read_namespaced_role("gang-phalanx", ns)
     assert role.rules[0].resource_names == ["gang-heartbeat"]
+    assert role.rules[1].resource_names == ["gang-assignment"]
+    assert role.rules[1].verbs == ["get", "list", "watch"]
     assert (
         k8s.CoordinationV1Api(cluster.api)
         .read_namespaced_lease("gang-heartbeat", ns)
@@ -108,7 +112,7 @@ def test_deleting_the_job_leaves_no_children(cluster: Cluster) -> None:
         ]
         return found
 
-    assert len(children()) == 9  # 4 pods, Service, ServiceAccount, Role, RoleBinding, Lease
+    assert len(children()) == 10  # 4 pods, Service, ServiceAccount, Role, RoleBinding, 2 Leases
     k8s.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
         "phalanx.dev", "v1alpha1", cluster.namespace, "trainingjobs", "doomed"
     )

@@ -155,6 +155,12 @@ def test_an_agent_that_does_not_take_its_new_epoch_is_replaced() -> None:
     assert j.status.current.ranks == {f"j-1-{r}": r for r in range(3)}
     assert assigned(plan)["j-3-3"] == 3, "a new pod for the frozen one's rank"
     assert "j-1-3" in plan.of_type(DeletePods)[0].names
+    carried = tuple(agents(1, 3, running_epoch=2))
+    j, plan = step(j, Observed(pods=carried), at(24), config)
+    [created] = plan.of_type(CreateNodePod)
+    assert (created.epoch, created.rank, created.master) == (3, 3, "j-1-0"), (
+        "the new pod rendezvouses at the carried rank 0, not at a j-3-0 that does not exist"
+    )
 
 
 def test_pods_that_run_one_epoch_are_recreated_as_before() -> None:

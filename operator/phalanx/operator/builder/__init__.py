@@ -7,6 +7,7 @@ without a cluster.
 
 from phalanx.models.names import lease_name, node_pod_name, service_account_name
 from phalanx.operator.builder.children import (
+    assignment_lease,
     headless_service,
     heartbeat_lease,
     pod_group,
@@ -14,16 +15,18 @@ from phalanx.operator.builder.children import (
     role_binding,
     service_account,
 )
-from phalanx.operator.builder.env import BuildSettings, pod_env
+from phalanx.operator.builder.env import BuildSettings, pod_address, pod_env
 from phalanx.operator.builder.pods import node_pod, standby_pod
 
 __all__ = [
     "BuildSettings",
+    "assignment_lease",
     "headless_service",
     "heartbeat_lease",
     "lease_name",
     "node_pod",
     "node_pod_name",
+    "pod_address",
     "pod_env",
     "pod_group",
     "role",

@@ -1,5 +1,6 @@
-"""The objects a job owns besides its pods: headless Service, heartbeat Lease, and the
-ServiceAccount + Role + RoleBinding that let its pods update that Lease and nothing else."""
+"""The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases,
+and the ServiceAccount + Role + RoleBinding that let its pods update the first and read the
+second, and nothing else."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any
 
 from phalanx.models import labels
 from phalanx.models.job import API_VERSION, KIND, TrainingJob
-from phalanx.models.names import lease_name, pod_group_name, service_account_name, service_name
+from phalanx.models.names import (
+    assignment_lease_name,
+    lease_name,
+    pod_group_name,
+    service_account_name,
+    service_name,
+)
 
 Manifest = dict[str, Any]
 
@@ -63,13 +70,25 @@ def heartbeat_lease(job: TrainingJob) -> Manifest:
     }
 
 
+def assignment_lease(job: TrainingJob) -> Manifest:
+    """The Lease whose annotation tells the pods' agents who runs each epoch (in place)."""
+    name = job.metadata.name or ""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": child_metadata(job, assignment_lease_name(name)),
+        "spec": {},
+    }
+
+
 def service_account(job: TrainingJob) -> Manifest:
     name = service_account_name(job.metadata.name or "")
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": child_metadata(job, name)}
 
 
 def role(job: TrainingJob) -> Manifest:
-    """Allows reading and updating only this job's heartbeat Lease."""
+    """Allows updating only this job's heartbeat Lease (progress, agents' reports) and reading
+    and watching only its assignment Lease."""
     name = job.metadata.name or ""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -81,7 +100,13 @@ def role(job: TrainingJob) -> Manifest:
                 "resources": ["leases"],
                 "resourceNames": [lease_name(name)],
                 "verbs": ["get", "update", "patch"],
-            }
+            },
+            {  # a watch of one object by name (fieldSelector metadata.name) needs list + watch
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [assignment_lease_name(name)],
+                "verbs": ["get", "list", "watch"],
+            },
         ],
     }
 

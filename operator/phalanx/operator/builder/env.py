@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from phalanx.models import env
 from phalanx.models.job import TrainingJob
-from phalanx.models.names import lease_name, node_pod_name, service_name
+from phalanx.models.names import assignment_lease_name, lease_name, node_pod_name, service_name
 from phalanx.operator.planner import elastic
 
 
@@ -22,11 +22,19 @@ class BuildSettings:
     standby_command: tuple[str, ...] = ("sleep", "infinity")
 
 
-def master_addr(job: TrainingJob, epoch: int, settings: BuildSettings) -> str:
-    """Rank 0's FQDN for this epoch (a fresh rendezvous per epoch, never an old peer's)."""
+def master_addr(
+    job: TrainingJob, epoch: int, settings: BuildSettings, master: str | None = None
+) -> str:
+    """Rank 0's FQDN for this epoch: its own rank-0 pod, or the pod that carried over into
+    rank 0 (`master`)."""
+    return pod_address(job, master or node_pod_name(job.metadata.name or "", epoch, 0), settings)
+
+
+def pod_address(job: TrainingJob, pod: str, settings: BuildSettings) -> str:
+    """The FQDN of one of the job's pods (its hostname is its name, its subdomain the job's
+    headless Service): where rank 0 listens when that pod is rank 0."""
     name, namespace = job.metadata.name or "", job.metadata.namespace or "default"
-    host = node_pod_name(name, epoch, 0)
-    return f"{host}.{service_name(name)}.{namespace}.svc.{settings.cluster_domain}"
+    return f"{pod}.{service_name(name)}.{namespace}.svc.{settings.cluster_domain}"
 
 
 def nccl_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
@@ -69,12 +77,17 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
 
 
 def pod_env(
-    job: TrainingJob, epoch: int, rank: int, nodes: int, settings: BuildSettings
+    job: TrainingJob,
+    epoch: int,
+    rank: int,
+    nodes: int,
+    settings: BuildSettings,
+    master: str | None = None,
 ) -> dict[str, str]:
     """Every variable the operator sets on node pod `rank` of `epoch` (of `nodes` pods)."""
     spec = job.spec
     rendezvous = {
-        env.MASTER_ADDR: master_addr(job, epoch, settings),
+        env.MASTER_ADDR: master_addr(job, epoch, settings, master),
         env.MASTER_PORT: str(settings.master_port),
         env.NNODES: str(nodes),
         env.NODE_RANK: str(rank),
@@ -90,6 +103,7 @@ def pod_env(
         env.PHALANX_PIPELINE_PARALLEL: str(spec.parallelism.pipeline),
         env.PHALANX_DATA_PARALLEL: str(elastic.data_parallel_degree(spec, nodes)),
         env.PHALANX_HEARTBEAT_LEASE: lease_name(job.metadata.name or ""),
+        env.PHALANX_ASSIGNMENT_LEASE: assignment_lease_name(job.metadata.name or ""),
         env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
     }
     if spec.checkpoint.dir is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from phalanx.models import labels
+from phalanx.models import env, labels
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import (
     node_pod_name,
@@ -16,6 +16,12 @@ from phalanx.models.names import (
 )
 from phalanx.operator.builder.children import PODGROUP_LABEL, Manifest, child_metadata
 from phalanx.operator.builder.env import BuildSettings, pod_env
+
+POD_NAME_ENV: Manifest = {
+    "name": env.PHALANX_POD_NAME,
+    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+}
+"""The agent finds its rank in an epoch's assignment under its pod's name (downward API)."""
 
 
 def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
@@ -76,6 +82,7 @@ def node_pod(
     settings: BuildSettings,
     avoid_nodes: tuple[str, ...] = (),
     pod_group: bool = False,
+    master: str | None = None,
 ) -> Manifest:
     """Node pod `rank` of `epoch`: the template plus ranks, DNS, env contract and scheduling."""
     name = job.metadata.name or ""
@@ -89,11 +96,14 @@ def node_pod(
     if pod_group:
         pod_labels[PODGROUP_LABEL] = pod_group_name(name, epoch)
     _, spec = _template(job)
-    contract = pod_env(job, epoch, rank, nodes, settings)
+    contract = pod_env(job, epoch, rank, nodes, settings, master)
     for container in spec["containers"]:
         own: list[dict[str, Any]] = container.get("env", [])
         own_names = {e["name"] for e in own}
-        ours = [{"name": k, "value": v} for k, v in contract.items() if k not in own_names]
+        ours: list[dict[str, Any]] = [
+            {"name": k, "value": v} for k, v in contract.items() if k not in own_names
+        ]
+        ours.append(POD_NAME_ENV)
         container["env"] = [*ours, *own]
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     spec.update(hostname=pod_name, subdomain=service_name(name), restartPolicy="Never")

@@ -35,6 +35,9 @@ class CreateNodePod:
     rank: int
     nodes: int
     avoid_nodes: tuple[str, ...] = ()
+    master: str | None = None
+    """The pod that is rank 0 when it carried over from an earlier epoch (rendezvous there);
+    None: rank 0 is the epoch's own `<job>-<epoch>-0`."""
 
 
 @dataclass(frozen=True)

@@ -196,9 +196,10 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
     if d.spec.gang and d.spec.scheduler_name and d.observed.podgroups_supported:
         d.actions.append(EnsurePodGroup(epoch=d.status.epoch, min_member=d.status.nodes))
     avoid = tuple(d.status.avoid_nodes)
+    master = next((pod for pod, rank in current.ranks.items() if rank == 0), None)
     for rank in range(d.status.nodes):
         if rank not in pods:
-            d.actions.append(CreateNodePod(d.status.epoch, rank, d.status.nodes, avoid))
+            d.actions.append(CreateNodePod(d.status.epoch, rank, d.status.nodes, avoid, master))
     return False
 
 

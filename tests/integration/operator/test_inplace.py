@@ -1,0 +1,90 @@
+"""In-place restarts through the real API server: the agents' side of the channel (their Lease
+watch and reports, with the pod's own service-account token) against the running operator.
+
+A worker of one pod fails; its agent reports it on the heartbeat Lease; the operator starts
+epoch 2 without deleting or creating a pod and publishes the assignment, which every agent's
+watch receives; once they report running, the job runs again and a Recovered event says where
+the time went.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from kubernetes import client as k8s
+
+from phalanx.models.assignment import AgentReport, AgentState
+from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
+from tests.integration.operator.conftest import Cluster
+from tests.support.controlplane import ControlPlane, wait_until
+
+
+@contextmanager
+def as_pods(control_plane: ControlPlane, cluster: Cluster, job: str) -> Iterator[k8s.ApiClient]:
+    """An API client with the token of the job's pods' service account."""
+    core = k8s.CoreV1Api(cluster.api)
+    wait_until(
+        lambda: any(
+            sa.metadata.name == f"{job}-phalanx"
+            for sa in core.list_namespaced_service_account(cluster.namespace).items
+        ),
+        10, "the pods' service account",
+    )  # fmt: skip
+    request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
+    token = core.create_namespaced_service_account_token(
+        f"{job}-phalanx", cluster.namespace, request
+    ).status.token
+    config = k8s.Configuration()
+    config.host, config.ssl_ca_cert = control_plane.server, str(control_plane.pki.ca_cert)
+    config.api_key = {"authorization": f"Bearer {token}"}
+    with k8s.ApiClient(config) as api:
+        yield api
+
+
+def test_a_failed_worker_restarts_the_gang_in_place(
+    control_plane: ControlPlane, cluster: Cluster
+) -> None:
+    ns = cluster.namespace
+    cluster.create_job("inplace")
+    pods = cluster.kubelet.start_gang("inplace", 1, 4)
+    names = [str(pods[r].metadata.name) for r in range(4)]
+    with as_pods(control_plane, cluster, "inplace") as api:
+        reports = LeaseReports(ns, "inplace-heartbeat", api=api)
+        watched = LeaseAssignments(ns, "inplace-assignment", api=api)
+
+        def report(pod: str, state: AgentState, epoch: int, **fields: object) -> None:
+            reports.publish(AgentReport.model_validate(
+                {"pod": pod, "state": state, "epoch": epoch, "time": datetime.now(UTC), **fields}
+            ))  # fmt: skip
+
+        wait_until(lambda: (a := watched.current()) is not None and a.epoch == 1, 10,
+                   "the agents to see epoch 1's assignment")  # fmt: skip
+        for name in names:
+            report(name, "running", 1)
+        cluster.wait_status("inplace", lambda s: s.get("phase") == "Running", "Running")
+
+        report(names[2], "failed", 1, exitCode=137, message="worker rank 4 killed by SIGKILL",
+               failedAt=datetime.now(UTC))  # fmt: skip
+        status = cluster.wait_status("inplace", lambda s: s.get("epoch") == 2, "epoch 2")
+        assert status["current"]["ranks"] == {name: rank for rank, name in enumerate(names)}
+        assert status["failures"][-1]["reason"] == "Killed"
+        wait_until(lambda: (a := watched.current()) is not None and a.epoch == 2, 10,
+                   "the agents to see epoch 2's assignment")  # fmt: skip
+        assignment = watched.current()
+        assert assignment is not None
+        assert assignment.ranks == {name: rank for rank, name in enumerate(names)}
+        assert assignment.master_addr.startswith(f"{names[0]}.inplace.{ns}.svc.")
+        live = cluster.kubelet.pods("inplace")
+        assert sorted(str(p.metadata.name) for p in live.values()) == sorted(names), (
+            "no pod replaced"
+        )
+
+        for name in names:
+            report(name, "running", 2)
+        cluster.kubelet.heartbeat("inplace", {"epoch": 2, "step": 41})
+        cluster.wait_status("inplace", lambda s: s.get("phase") == "Running", "Running again")
+        cluster.wait_event("inplace", "Recovered")
+        watched.stop()
+    assert cluster.kubelet.pods("inplace", epoch=2) == {}, "no pod of epoch 2 was created"
