@@ -70,7 +70,8 @@ class HeartbeatWriter:
         self._times.append(now - self._last)
         elapsed, self._last = now - self._last, now
         rank_times: list[float] = []
-        if dist.is_initialized() and step % gather_every == 0:
+        first = len(self._times) == 1  # this run's first step: the hang timeout needs a step time
+        if dist.is_initialized() and (first or step % gather_every == 0):
             mine = torch.tensor([sum(self._times) / len(self._times)], dtype=torch.float64)
             gathered = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
             dist.all_gather(gathered, mine)

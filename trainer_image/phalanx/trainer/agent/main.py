@@ -4,11 +4,12 @@ Without a command it runs the reference trainer; with one (`phalanx-agent python
 runs that command once per worker, with RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE set, so
 an unmodified torchrun-style script works.
 
-With an assignment channel (PHALANX_ASSIGNMENT_FILE) the pod outlives its epoch: when the operator
-publishes a new epoch, the agent stops its workers and starts the new epoch's with the rank it was
-given, and a failure of its workers is reported, not a reason to exit; a pod the assignment does
-not name (a hot spare) stands by with its fork server warm. Without one it runs the single epoch
-its env describes and exits with the gang's outcome.
+It starts the epoch its env describes. With an assignment channel (the run's assignment file
+locally, the job's assignment Lease on a cluster) the pod outlives that epoch: when the operator
+publishes a newer one, the agent stops its workers and starts the new epoch's with the rank it
+was given, and a failure of its workers is reported, not a reason to exit; a standby pod
+(PHALANX_STANDBY) waits, its fork server warm, until an epoch names it. Without a channel the
+agent runs its one epoch and exits with the gang's outcome.
 """
 
 from __future__ import annotations
@@ -110,7 +111,9 @@ class Agent:
 
     name: str
     launcher: Launcher
-    assignments: Assignments
+    initial: EpochAssignment | None
+    """The epoch the pod's env describes; None for a standby pod."""
+    assignments: Assignments | None
     reports: Reports | None
     """None without a channel: the agent runs one epoch and exits with its outcome."""
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -125,12 +128,15 @@ class Agent:
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        self.launcher.warm_up()
-        self.report("standby")
+        if self.initial is None:
+            self.launcher.warm_up()
+            self.report("standby")
+        self._follow(self.initial)
         while True:
             if self.preempted:
                 return self._stop_preempted()
-            self._follow(self.assignments.current())
+            if self.assignments is not None:
+                self._follow(self.assignments.current())
             if self.gang is not None:
                 self.gang.publish()
                 outcome = self.gang.supervisor.poll()
@@ -237,26 +243,40 @@ class Agent:
             print(f"phalanx-agent: state not reported: {error}", file=sys.stderr, flush=True)
 
 
-class _Static:
-    """The single assignment of a pod without a channel."""
-
-    def __init__(self, assignment: EpochAssignment) -> None:
-        self.assignment = assignment
-
-    def current(self) -> EpochAssignment | None:
-        return self.assignment
-
-
-def build(command: list[str]) -> Agent:
-    """The agent for this pod: with the assignment channel its env names, or its one epoch."""
-    name = os.environ.get(contract.PHALANX_POD_NAME) or os.environ.get("HOSTNAME", "agent")
-    launcher = Launcher(command)
+def channel(name: str) -> tuple[Assignments, Reports] | None:
+    """The assignment channel the pod's env names: the run's files (local backend), the job's
+    Leases (a cluster, with the pod's service account), or none."""
     assignment_file = os.environ.get(contract.PHALANX_ASSIGNMENT_FILE)
     report_file = os.environ.get(contract.PHALANX_AGENT_REPORT_FILE)
     if assignment_file and report_file:
-        channel = FileAssignments(Path(assignment_file)), FileReports(Path(report_file))
-        return Agent(name, launcher, *channel)
-    return Agent(name, launcher, _Static(static_assignment(PodEnv(), name)), None)
+        return FileAssignments(Path(assignment_file)), FileReports(Path(report_file))
+    namespace = os.environ.get(contract.PHALANX_NAMESPACE)
+    assignment = os.environ.get(contract.PHALANX_ASSIGNMENT_LEASE)
+    heartbeat = os.environ.get(contract.PHALANX_HEARTBEAT_LEASE)
+    if not (namespace and assignment and heartbeat and os.environ.get("KUBERNETES_SERVICE_HOST")):
+        return None
+    if not os.environ.get(contract.PHALANX_POD_NAME):
+        return None  # a pod not built by the operator cannot be named in an assignment
+    try:
+        from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
+
+        return LeaseAssignments(namespace, assignment), LeaseReports(namespace, heartbeat)
+    except Exception as error:  # no token mounted, no client: run the one epoch, as before
+        print(f"phalanx-agent: no assignment channel ({error}); one epoch only", file=sys.stderr)
+        return None
+
+
+def build(command: list[str]) -> Agent:
+    """The agent for this pod: its env's epoch (unless it stands by) and its channel."""
+    name = os.environ.get(contract.PHALANX_POD_NAME) or os.environ.get("HOSTNAME", "agent")
+    standby = os.environ.get(contract.PHALANX_STANDBY) == "1"
+    initial = None if standby else static_assignment(PodEnv(), name)
+    found = channel(name)
+    if found is None:
+        if initial is None:
+            raise SystemExit("phalanx-agent: a standby pod needs an assignment channel")
+        return Agent(name, Launcher(command), initial, None, None)
+    return Agent(name, Launcher(command), initial, *found)
 
 
 def main(argv: list[str] | None = None) -> int:
