@@ -254,6 +254,12 @@ def goodput(seconds: float, every: float, workdir: Path) -> dict[str, float]:
     intervals = [b["time"] - a["time"] for a, b in itertools.pairwise(records)
                  if b["epoch"] == a["epoch"] and b["step"] == a["step"] + 1]  # fmt: skip
     step_time = statistics.median(intervals)
+    started = summary.events[0].time.timestamp() if summary.events else records[0]["time"]
+    recoveries = [
+        min((r["time"] for r in records if r["epoch"] > f.epoch), default=f.time.timestamp())
+        - f.time.timestamp()
+        for f in run.faults
+    ]
     return {
         "failures": len(run.faults),
         "wall": summary.duration_seconds,
@@ -261,7 +267,19 @@ def goodput(seconds: float, every: float, workdir: Path) -> dict[str, float]:
         "kept_steps": len(kept),
         "step_time": step_time,
         "measured_goodput": len(kept) * step_time / summary.duration_seconds,
-    }
+        # where the rest went, in seconds
+        "lost_start": records[0]["time"] - started,
+        "lost_recovery": sum(recoveries),
+        "lost_redone": (len(records) - len(kept)) * step_time,
+        "lost_slow_steps": sum(i - step_time for i in intervals if i > step_time),
+        "lost_end": started + summary.duration_seconds - records[-1]["time"],
+    } | _steady(len(kept) * step_time, summary.duration_seconds, records[0]["time"] - started,
+                started + summary.duration_seconds - records[-1]["time"])  # fmt: skip
+
+
+def _steady(kept: float, wall: float, start: float, end: float) -> dict[str, float]:
+    """Goodput without the run's own start-up and end, which no failure caused."""
+    return {"steady_goodput": kept / (wall - start - end)}
 
 
 def _row(name: str, recoveries: list[Recovery]) -> str:
@@ -295,6 +313,8 @@ def main() -> int:
     parser.add_argument("--failures", type=int, default=20)
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--only", default="worker,spare,shrink,torchrun,goodput")
+    parser.add_argument("--sparse-minutes", type=float, default=10,
+                        help="the run with a single failure, in its middle")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/recovery.md"))
     args = parser.parse_args()
     chosen = args.only.split(",")
@@ -359,15 +379,24 @@ def main() -> int:
             "",
             "## Goodput (spares: 1; each lost machine returns 5 s later)",
             "",
-            "| failures | wall | planner goodput | kept steps | steady step time | measured goodput |",
-            "| --- | --- | --- | --- | --- | --- |",
+            "| failures | wall | planner goodput | kept steps | steady step time | measured goodput "
+            "| measured, without the run's start-up and end |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for name, g in goodputs:
             lines.append(
                 f"| {name}: {g['failures']:.0f} | {g['wall']:.0f} s | {g['planner_goodput']:.1%} "
                 f"| {g['kept_steps']:.0f} | {g['step_time'] * 1000:.0f} ms "
-                f"| {g['measured_goodput']:.1%} |"
+                f"| {g['measured_goodput']:.1%} | {g['steady_goodput']:.1%} |"
             )
+        lines += ["", "Where the wall time that is not kept training went (seconds):", ""]
+        lines += [
+            f"- {name}: first start-up {g['lost_start']:.1f}, recoveries {g['lost_recovery']:.1f}, "
+            f"redone steps {g['lost_redone']:.1f}, steps slower than the median (checkpoint "
+            f"saves, load spikes) {g['lost_slow_steps']:.1f}, the end (final checkpoint, stop) "
+            f"{g['lost_end']:.1f}"
+            for name, g in goodputs
+        ]
         lines += [
             "",
             "Measured goodput = kept steps x the median step time of uninterrupted steps / wall "

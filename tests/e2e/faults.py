@@ -7,19 +7,29 @@ from kubernetes import client as k8s
 
 from tests.e2e.cluster import KindCluster
 
-# Runs inside the trainer container: signal every worker process (the agent is PID 1).
+# Runs inside the trainer container: signal every worker process (the agent is PID 1). A worker
+# is a process whose command line ends with the program, or, for the agent's warm workers, a
+# child of its multiprocessing fork server (a fork keeps the server's command line).
 _SIGNAL_WORKERS = """
 import os, signal, sys
 sig = getattr(signal, sys.argv[1])
+def cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        return []
+def parent(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
 hit = []
 for pid in filter(str.isdigit, os.listdir("/proc")):
     if int(pid) in (1, os.getpid()):
         continue
-    try:
-        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-    except OSError:
-        continue
-    if any(part.endswith(sys.argv[2].encode()) for part in cmdline):
+    own = cmdline(pid)
+    forked = any(b"forkserver" in part for part in cmdline(parent(pid)))
+    if forked or any(part.endswith(sys.argv[2].encode()) for part in own):
         os.kill(int(pid), sig)
         hit.append(pid)
 print(" ".join(hit))

@@ -19,10 +19,11 @@ class PlannerConfig:
     """Least number of steps a heartbeat's step-time window must cover to judge stragglers."""
     retire_poll_seconds: float = 2.0
     """How soon to look again while old pods terminate (pod events usually come first)."""
-    assignment_ack_seconds: float = 15.0
+    assignment_ack_seconds: float = 10.0
     """A pod carried into a new epoch whose agent has not started it this long after is
-    replaced (a frozen machine or agent). The agent polls its assignment every 50 ms; the rest
-    is the assignment's way to the pod (a Lease watch on a cluster)."""
+    replaced (a frozen or lost machine that its node status does not show yet). The agent sees
+    an assignment through a Lease watch (well under a second) and reports at once; until then
+    the rest of the gang waits for it at the rendezvous."""
 
 
 Step = Callable[[Decision, PlannerConfig], bool]
