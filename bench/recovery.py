@@ -17,10 +17,12 @@ Scenarios:
   restarts fail here) running the same trainer with the same settings, one worker SIGKILLed.
 
 Goodput: the job with `spares: 1` for M minutes with a node lost every 60 s (the lost machine
-comes back 5 s later), and for 10 minutes with one node lost at 5 min; measured from the step
-log (kept steps x the steady step time / wall) and as the planner's status.goodput.
+comes back 5 s later), and for 10 minutes with one node lost at 5 min (`sparse`); measured from
+the step log (kept steps x the steady step time / wall, also without the run's own start-up and
+end), with where the rest went, and as the planner's status.goodput.
 
-Usage: python -m bench.recovery [--failures 20] [--minutes 10] [--only worker,spare,...]
+Usage: python -m bench.recovery [--failures 20] [--minutes 10] [--sparse-minutes 10]
+                                [--only worker,spare,shrink,torchrun,goodput,sparse]
 """
 
 from __future__ import annotations
@@ -312,7 +314,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--failures", type=int, default=20)
     parser.add_argument("--minutes", type=float, default=10)
-    parser.add_argument("--only", default="worker,spare,shrink,torchrun,goodput")
+    parser.add_argument("--only", default="worker,spare,shrink,torchrun,goodput,sparse")
     parser.add_argument("--sparse-minutes", type=float, default=10,
                         help="the run with a single failure, in its middle")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/recovery.md"))
@@ -334,10 +336,12 @@ def main() -> int:
                 )
             )
             print(goodputs[-1], flush=True)
+        if "sparse" in chosen:
+            sparse = args.sparse_minutes * 60
             goodputs.append(
                 (
-                    "node lost every 10 min (one at 5 min of 10)",
-                    goodput(600, 300, Path(tmp, "g600")),
+                    f"one node lost in {args.sparse_minutes:g} min (at its middle)",
+                    goodput(sparse, sparse / 2, Path(tmp, "g-sparse")),
                 )
             )
             print(goodputs[-1], flush=True)

@@ -52,7 +52,7 @@ def test_a_failed_worker_restarts_the_gang_in_place(
     names = [str(pods[r].metadata.name) for r in range(4)]
     with as_pods(control_plane, cluster, "inplace") as api:
         reports = LeaseReports(ns, "inplace-heartbeat", api=api)
-        watched = LeaseAssignments(ns, "inplace-assignment", api=api)
+        watched = LeaseAssignments(ns, "inplace-assignment", api=api, watch_seconds=2)
 
         def report(pod: str, state: AgentState, epoch: int, **fields: object) -> None:
             reports.publish(AgentReport.model_validate(

@@ -51,9 +51,13 @@ def parse(lease: Any) -> EpochAssignment | None:
 class LeaseAssignments:
     """Follows the job's assignment Lease with a watch."""
 
-    def __init__(self, namespace: str, lease: str, api: Any = None) -> None:
+    def __init__(
+        self, namespace: str, lease: str, api: Any = None, watch_seconds: int = 300
+    ) -> None:
         self.leases = _api(api)
         self.namespace, self.lease = namespace, lease
+        self.watch_seconds = watch_seconds
+        """How long one watch request lasts before it is renewed (the server ends it)."""
         self._latest: EpochAssignment | None = None
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -62,11 +66,12 @@ class LeaseAssignments:
         self._thread.start()
 
     def stop(self) -> None:
-        """End the watch (the agent's process ending ends it too)."""
+        """End the watch once its current request ends, and its connection with it (the agent's
+        process ending ends it too)."""
         self._stopped.set()
         if self._watch is not None:
             self._watch.stop()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=self.watch_seconds + 5)
 
     def current(self) -> EpochAssignment | None:
         with self._lock:
@@ -93,7 +98,7 @@ class LeaseAssignments:
                 stream = self._watch.stream(
                     self.leases.list_namespaced_lease, self.namespace,
                     field_selector=f"metadata.name={self.lease}", resource_version=version,
-                    timeout_seconds=300,
+                    timeout_seconds=self.watch_seconds,
                 )  # fmt: skip
                 for event in stream:
                     lease = event["object"]
