@@ -59,26 +59,23 @@ def headless_service(job: TrainingJob, master_port: int) -> Manifest:
     }
 
 
-def heartbeat_lease(job: TrainingJob) -> Manifest:
-    """The Lease node rank 0's agent renews with its progress."""
-    name = job.metadata.name or ""
+def _lease(job: TrainingJob, name: str, spec: Manifest) -> Manifest:
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": child_metadata(job, lease_name(name)),
-        "spec": {"leaseDurationSeconds": 30},
+        "metadata": child_metadata(job, name),
+        "spec": spec,
     }
+
+
+def heartbeat_lease(job: TrainingJob) -> Manifest:
+    """The Lease node rank 0's agent renews with its progress."""
+    return _lease(job, lease_name(job.metadata.name or ""), {"leaseDurationSeconds": 30})
 
 
 def assignment_lease(job: TrainingJob) -> Manifest:
     """The Lease whose annotation tells the pods' agents who runs each epoch (in place)."""
-    name = job.metadata.name or ""
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": child_metadata(job, assignment_lease_name(name)),
-        "spec": {},
-    }
+    return _lease(job, assignment_lease_name(job.metadata.name or ""), {})
 
 
 def service_account(job: TrainingJob) -> Manifest:
