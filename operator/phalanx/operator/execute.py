@@ -105,6 +105,12 @@ class Executor:
         self.build = build
         self.metrics = metrics
         self.instance = socket.gethostname()
+        self._published: dict[tuple[str, str], str] = {}
+        """The last assignment written per job: the plan repeats it until the epoch launched."""
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """A job is gone (or its loop stopped): drop what was remembered of it."""
+        self._published.pop(key, None)
 
     def apply(self, raw: Mapping[str, Any], job: TrainingJob, plan: Plan) -> Applied:
         """Carry out `plan` for the job read as `raw`."""
@@ -235,7 +241,11 @@ class Executor:
             master_addr=builder.pod_address(job, by_rank[0], self.build),
             master_port=self.build.master_port, ranks=dict(ranks),
         )  # fmt: skip
-        body = {"metadata": {"annotations": {labels.ASSIGNMENT: assignment.model_dump_json()}}}
+        value = assignment.model_dump_json()
+        key = (_ns(job), job.metadata.name or "")
+        if self._published.get(key) == value:
+            return
+        body = {"metadata": {"annotations": {labels.ASSIGNMENT: value}}}
         name = assignment_lease_name(job.metadata.name or "")
         try:
             self.coordination.patch_namespaced_lease(name, _ns(job), body)
@@ -244,6 +254,7 @@ class Executor:
                 raise
             self._ensure_children(job)  # created by the first reconcile; gone since: again
             self.coordination.patch_namespaced_lease(name, _ns(job), body)
+        self._published[key] = value
 
     def _delete_pods(self, job: TrainingJob, names: tuple[str, ...], force: bool) -> None:
         grace = 0 if force else None

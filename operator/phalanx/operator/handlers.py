@@ -79,6 +79,7 @@ class Reconciler:
         self._stale_version.pop(key, None)
         self._refused.pop(key, None)
         self.metrics.forget(*key)
+        self.executor.forget(key)
 
     async def reconcile(
         self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any
