@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from phalanx.models.names import standby_pod_name
 from tests.e2e import faults
 from tests.e2e.cluster import KindCluster, first_step_after, for_kind, record, wait_for
 from tests.e2e.jobs import training_job
@@ -100,3 +101,49 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
            resumed_from_step=resumed["from"], failure=failure.get("reason"),
            failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
            events=reasons_seen, grown_first_step_s=grown_at and round(grown_at - fault_at, 1))  # fmt: skip
+
+
+def test_a_hot_spare_takes_a_lost_nodes_rank_in_place(kind: KindCluster, namespace: str) -> None:
+    """spec.spares on a cluster: the standby pod runs the job's agent with torch imported; when
+    a node is lost it takes that node's rank in place, so the job keeps its size (no shrink, no
+    new pod to schedule) and resumes in seconds."""
+    job = for_kind(training_job(JOB, steps=250, nodes=(2, 2)))
+    job["spec"]["spares"] = 1
+    kind.create_job(namespace, job)
+    log = step_log(kind, namespace)
+
+    def training_with_a_spare(status: dict[str, Any]) -> bool:
+        epoch = status.get("epoch", 0)
+        return (
+            status.get("phase") == "Running"
+            and status.get("spares") == 1
+            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
+            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
+        )
+
+    before = kind.wait_status(namespace, JOB, training_with_a_spare,
+                              "training on 2 nodes with 1 hot spare", timeout=300)  # fmt: skip
+    epoch = before["epoch"]
+    victim = kind.running_pod(namespace, JOB, epoch, rank=1)
+    fault_at = time.time()
+    try:
+        faults.lose_node(kind, victim)
+        trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 300,
+                                             "the first training step of a new epoch")  # fmt: skip
+    finally:
+        kind.start_node(victim.spec.node_name)
+    after = kind.status(namespace, JOB)
+    resumed = resumes(kind, namespace)[-1]
+    assert resumed["world"] == 2, f"the spare kept the job at 2 nodes: {resumed}"
+    assert resumed["from"] > 0, resumed
+    spare = standby_pod_name(JOB, epoch, 0)
+    assert after["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {after['current']}"
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    assert done["progress"]["step"] == 250
+    reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
+    assert not {"Grow", "Shrink"} & set(reasons_seen), reasons_seen
+    record("node-lost-spare", fault_to_first_step_s=round(first_step - fault_at, 1),
+           resumed_from_step=resumed["from"], trained_epoch=trained_epoch,
+           failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
+           events=reasons_seen)  # fmt: skip

@@ -135,6 +135,11 @@ def test_every_child_is_valid_at_the_limit() -> None:
     epoch, rank = names.MAX_EPOCH, names.MAX_NODES - 1
     pod = builder.node_pod(job, epoch, rank, names.MAX_NODES, settings, pod_group=True)
     standby = builder.standby_pod(job, epoch, names.MAX_NODES, settings)
+    warm = builder.standby_pod(job, epoch, 9_999, settings, warm=True)
+    too_long = builder.standby_pod(job, epoch, 10_000, settings, warm=True)
+    assert warm["spec"]["hostname"] == warm["metadata"]["name"]
+    assert fits(warm["spec"]["hostname"], DNS1123_LABEL)
+    assert "hostname" not in too_long["spec"], "a hostname over 63 characters: it stays cold"
     others = [
         builder.headless_service(job, settings.master_port),
         builder.heartbeat_lease(job),
@@ -143,7 +148,7 @@ def test_every_child_is_valid_at_the_limit() -> None:
         builder.role_binding(job),
         builder.pod_group(job, epoch, names.MAX_NODES),
     ]
-    for obj in (pod, standby, *others):
+    for obj in (pod, standby, warm, *others):
         name = obj["metadata"]["name"]
         assert fits(name, DNS1123_SUBDOMAIN, 253), name
         for key, value in obj["metadata"]["labels"].items():

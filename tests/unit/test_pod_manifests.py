@@ -20,7 +20,12 @@ def test_node_and_standby_pods_of_every_example_are_valid_pods(path: object) -> 
     manifest = load_yaml(path)  # type: ignore[arg-type]
     manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
     job = TrainingJob.model_validate(manifest)
-    for pod in (node_pod(job, 1, 0, 2, BuildSettings()), standby_pod(job, 1, 0, BuildSettings())):
+    settings = BuildSettings()
+    built = (
+        node_pod(job, 1, 0, 2, settings),
+        *(standby_pod(job, 1, 0, settings, warm=w) for w in (False, True)),
+    )
+    for pod in built:
         k8s.V1Pod.model_validate(pod)
         for container in pod["spec"]["containers"]:
             for quantities in (container.get("resources") or {}).values():
@@ -41,3 +46,28 @@ def test_a_new_pod_rendezvouses_where_a_carried_over_rank_0_listens() -> None:
 
     assert addr(own) == f"{name}-4-0.{name}.team.svc.cluster.local"
     assert addr(joining) == f"{name}-1-0.{name}.team.svc.cluster.local"
+
+
+def test_a_warm_standby_is_the_template_standing_by_and_a_cold_one_only_holds_capacity() -> None:
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    job = TrainingJob.model_validate(manifest)
+    name = job.metadata.name
+    template = job.spec.template.spec.containers[0]
+
+    warm = standby_pod(job, 3, 1, BuildSettings(), warm=True)
+    [container] = warm["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (container["image"], container.get("args")) == (template.image, template.args)
+    assert env["PHALANX_STANDBY"] == "1"
+    assert "PHALANX_POD_NAME" in env, "its agent finds itself in an assignment by name"
+    assert warm["metadata"]["labels"]["phalanx.dev/warm"] == "true"
+    assert warm["metadata"]["labels"]["phalanx.dev/role"] == "standby"
+    assert (warm["spec"]["hostname"], warm["spec"]["subdomain"]) == (f"{name}-3-s1", name), (
+        "a spare that takes rank 0 must be where MASTER_ADDR points"
+    )
+
+    cold = standby_pod(job, 3, 1, BuildSettings())
+    [idle] = cold["spec"]["containers"]
+    assert idle["command"] == ["sleep", "infinity"]
+    assert "phalanx.dev/warm" not in cold["metadata"]["labels"]

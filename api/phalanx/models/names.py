@@ -6,7 +6,9 @@ too long or badly formed. The strictest are the node pods' hostnames `<job>-<epo
 (DNS-1123 labels, at most 63 characters) and the headless Service `<job>`, which is also the
 pods' subdomain (a DNS-1035 label: lowercase letters, digits and '-', starting with a letter). The
 rest fit easily: PodGroup `<job>-<epoch>` (also a pod label value, at most 63), standby pods
-`<job>-<epoch>-s<i>`, ServiceAccount, Role and RoleBinding `<job>-phalanx`, Leases
+`<job>-<epoch>-s<i>` (a warm one is also its hostname, one character over 63 only at the last
+epoch with a 50-character name and 10 000 standbys: that one stays cold), ServiceAccount, Role
+and RoleBinding `<job>-phalanx`, Leases
 `<job>-heartbeat` and `<job>-assignment` (DNS-1123 subdomains of at most 253), and the
 `phalanx.dev/job` label (63).
 
@@ -101,7 +103,7 @@ def node_pod_name(job: str, epoch: int, rank: int) -> str:
 
 
 def standby_pod_name(job: str, epoch: int, index: int) -> str:
-    """`<job>-<epoch>-s<index>`: a standby pod has no hostname, only a name."""
+    """`<job>-<epoch>-s<index>`; a warm standby's hostname too, where it fits a DNS label."""
     return f"{job}-{epoch}-s{index}"
 
 

@@ -93,6 +93,7 @@ class LocalPod:
             epoch=self.epoch,
             rank=self.rank,
             role=self.role,
+            warm=self.role == "standby",  # every local pod runs an agent
             epoch_nodes=self.epoch_nodes,
             phase=self.phase,
             node_name=self.node,

@@ -148,8 +148,8 @@ class Executor:
                     job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master
                 )
                 self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
-            case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid):
-                pod = builder.standby_pod(job, epoch, index, self.build, avoid)
+            case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid, warm=warm):
+                pod = builder.standby_pod(job, epoch, index, self.build, avoid, warm)
                 self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
             case ObserveRecovery(seconds=seconds, failure_class=failure_class, parts=parts):
                 self.metrics.recovery.labels(failure_class).observe(seconds)

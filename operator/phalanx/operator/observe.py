@@ -76,6 +76,7 @@ def pod_view(pod: Body) -> PodView | None:
         epoch=epoch,
         rank=rank,
         role=role,
+        warm=role == "standby" and pod_labels.get(labels.WARM) == "true",
         epoch_nodes=int(pod_labels[labels.NNODES])
         if pod_labels.get(labels.NNODES, "").isdigit()
         else None,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from phalanx.models.assignment import AgentReport
 from phalanx.operator.planner import (
     AssignEpoch,
@@ -139,7 +141,7 @@ def test_a_hot_spare_takes_the_lost_rank_and_the_pool_refills() -> None:
 
 
 def test_an_agent_that_does_not_take_its_new_epoch_is_replaced() -> None:
-    config = PlannerConfig(assignment_ack_seconds=3)
+    config = PlannerConfig(assignment_ack_seconds=3, assignment_settle_seconds=10)
     j = running()
     gang = [failed_worker(p, 75, "Gloo timeout") for p in agents(1, 4)]
     j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
@@ -198,3 +200,72 @@ def test_a_recovery_says_where_its_seconds_went_and_conditions_follow_it() -> No
     assert j.status is not None
     assert {c.type: c.status for c in j.status.conditions}["Restarting"] == "False"
     assert j.status.failed_at is None
+
+
+def test_a_silent_agent_among_peers_that_answered_is_replaced_after_the_settle_time() -> None:
+    """A lost node's peers report their collective's failure before the node turns NotReady:
+    the restart carries the lost pod too, and its silence, while its peers all started the
+    epoch within half a second, replaces it long before the ack deadline."""
+    config = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
+    j = running()
+    lost = agents(1, 4)[2]
+    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
+    gang[2] = lost  # its agent never reports: the machine is gone, the node still Ready
+    j, _ = step(j, Observed(pods=(*gang, spare(0))), at(20), config)
+    assert j.status is not None
+    assert (j.status.epoch, j.status.current.ranks.get("j-1-2")) == (2, 2), "carried: it answered"
+    answered = [
+        replace(p, agent=report(p.name, "running", 2, time=at(20.4)))
+        for p in agents(1, 4)
+        if p.rank != 2
+    ]
+    waiting = (*answered, lost, spare(0))
+    j, plan = step(j, Observed(pods=waiting), at(21), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "not before the settle time"
+    assert plan.requeue_after == pytest.approx(1.0), "it looks again at the settle time"
+    j, plan = step(j, Observed(pods=waiting), at(22), config)
+    assert j.status is not None
+    assert j.status.epoch == 3
+    assert j.status.failures[-1].reason == "AgentUnresponsive"
+    assert assigned(plan)["j-standby-1-0"] == 2, "the hot spare takes the silent pod's rank"
+
+
+def test_a_slow_gang_gets_more_time_than_the_settle_floor() -> None:
+    config = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
+    j = running()
+    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
+    slow = [
+        replace(p, agent=report(p.name, "running", 2, time=at(21.5)))
+        for p in agents(1, 4)
+        if p.rank != 3
+    ]
+    j, plan = step(j, Observed(pods=(*slow, gang[3])), at(23), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "peers took 1.5 s: the silent one has until 3 x 1.5 s"
+    assert plan.requeue_after == pytest.approx(1.5)
+
+
+def test_spares_are_warm_once_the_jobs_pods_proved_they_run_the_agent() -> None:
+    """Only a pod that runs phalanx-agent may stand by as the template: any other program would
+    start training with a rank nobody gave it. A report from the job's own pods is the proof."""
+    j = job(spares=1)
+    j, _ = step(j, Observed(), at(0))
+    one_epoch = tuple(pods(1, 4))  # a plain torchrun template: no agent reports
+    j, plan = step(j, Observed(pods=one_epoch), at(5))
+    assert [a.warm for a in plan.of_type(CreateStandbyPod)] == [False]
+    cold = PodView(name="j-standby-1-0", epoch=1, rank=0, role="standby", phase="Running",
+                   node_name="spare-node", created=T0)  # fmt: skip
+    reporting = tuple(agents(1, 4))
+    j, plan = step(j, Observed(pods=(*reporting, cold)), at(6))
+    [deleted] = plan.of_type(DeletePods)
+    assert "j-standby-1-0" in deleted.names, "a cold standby made before the first report goes"
+    j, plan = step(j, Observed(pods=reporting), at(7))
+    assert [a.warm for a in plan.of_type(CreateStandbyPod)] == [True]
+    warm = replace(cold, warm=True, agent=report("j-standby-1-0", "standby", 0))
+    j, plan = step(j, Observed(pods=(*reporting, warm)), at(8))
+    assert not plan.of_type(DeletePods)
+    assert not plan.of_type(CreateStandbyPod)
+    assert j.status is not None
+    assert j.status.spares == 1

@@ -44,7 +44,8 @@ def child_metadata(
 
 
 def headless_service(job: TrainingJob, master_port: int) -> Manifest:
-    """Gives each node pod a DNS name (`<pod>.<job>.<ns>.svc`) even before it is Ready."""
+    """Gives each node pod a DNS name (`<pod>.<job>.<ns>.svc`) even before it is Ready. It
+    selects every pod of the job: a hot spare that takes rank 0 is where the rendezvous is."""
     name = job.metadata.name or ""
     return {
         "apiVersion": "v1",
@@ -53,7 +54,7 @@ def headless_service(job: TrainingJob, master_port: int) -> Manifest:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {labels.JOB: name, labels.ROLE: labels.ROLE_NODE},
+            "selector": {labels.JOB: name},
             "ports": [{"name": "rendezvous", "port": master_port, "targetPort": master_port}],
         },
     }

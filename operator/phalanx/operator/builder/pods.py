@@ -1,4 +1,5 @@
-"""Node pods (gang members with ranks and the env contract) and standby pods (capacity holders)."""
+"""Node pods (gang members with ranks and the env contract) and standby pods (hot spares, or
+capacity holders)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from phalanx.models import env, labels
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import (
+    DNS_LABEL_MAX,
     node_pod_name,
     pod_group_name,
     service_account_name,
@@ -16,6 +18,7 @@ from phalanx.models.names import (
 )
 from phalanx.operator.builder.children import PODGROUP_LABEL, Manifest, child_metadata
 from phalanx.operator.builder.env import BuildSettings, pod_env
+from phalanx.operator.planner import elastic
 
 POD_NAME_ENV: Manifest = {
     "name": env.PHALANX_POD_NAME,
@@ -86,7 +89,6 @@ def node_pod(
 ) -> Manifest:
     """Node pod `rank` of `epoch`: the template plus ranks, DNS, env contract and scheduling."""
     name = job.metadata.name or ""
-    pod_name = node_pod_name(name, epoch, rank)
     pod_labels = {
         labels.EPOCH: str(epoch),
         labels.NODE_RANK: str(rank),
@@ -95,8 +97,20 @@ def node_pod(
     }
     if pod_group:
         pod_labels[PODGROUP_LABEL] = pod_group_name(name, epoch)
-    _, spec = _template(job)
     contract = pod_env(job, epoch, rank, nodes, settings, master)
+    return _gang_pod(job, node_pod_name(name, epoch, rank), pod_labels, contract, avoid_nodes)
+
+
+def _gang_pod(
+    job: TrainingJob,
+    pod_name: str,
+    pod_labels: dict[str, str],
+    contract: dict[str, str],
+    avoid_nodes: tuple[str, ...],
+) -> Manifest:
+    """The template as a member of the gang: the env contract (the template's own variables
+    win), the pod's name for its agent, a DNS name under the job's Service, and scheduling."""
+    _, spec = _template(job)
     for container in spec["containers"]:
         own: list[dict[str, Any]] = container.get("env", [])
         own_names = {e["name"] for e in own}
@@ -106,8 +120,9 @@ def node_pod(
         ours.append(POD_NAME_ENV)
         container["env"] = [*ours, *own]
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
-    spec.update(hostname=pod_name, subdomain=service_name(name), restartPolicy="Never")
-    spec.setdefault("serviceAccountName", service_account_name(name))
+    spec.update(hostname=pod_name, subdomain=service_name(job.metadata.name or ""))
+    spec.update(restartPolicy="Never")
+    spec.setdefault("serviceAccountName", service_account_name(job.metadata.name or ""))
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
     return {
@@ -124,10 +139,24 @@ def standby_pod(
     index: int,
     settings: BuildSettings,
     avoid_nodes: tuple[str, ...] = (),
+    warm: bool = False,
 ) -> Manifest:
-    """A pod that asks for one node pod's resources and idles: once it schedules, capacity for
-    one more node exists, and the job can grow."""
+    """Standby pod `index` of `epoch`. Once it schedules, capacity for one more node exists and
+    the job can grow. A warm one (the job's pods run phalanx-agent, which their reports proved)
+    is the template itself with PHALANX_STANDBY=1: its agent stands by with torch imported and
+    takes a lost node's rank in place (a hot spare). A cold one only idles on one node pod's
+    resources, because any other program would start training with a rank nobody gave it."""
     name = job.metadata.name or ""
+    pod_labels = {
+        labels.EPOCH: str(epoch),
+        labels.NODE_RANK: str(index),
+        labels.ROLE: labels.ROLE_STANDBY,
+    }
+    pod_name = standby_pod_name(name, epoch, index)
+    if warm and len(pod_name) <= DNS_LABEL_MAX:  # it is also the hot spare's hostname
+        nodes = elastic.target_size(job.spec)
+        contract = pod_env(job, epoch, 0, nodes, settings) | {env.PHALANX_STANDBY: "1"}
+        return _gang_pod(job, pod_name, {**pod_labels, labels.WARM: "true"}, contract, avoid_nodes)
     _, spec = _template(job)
     first = spec["containers"][0]
     container = {
@@ -141,14 +170,9 @@ def standby_pod(
     spec.update(containers=[container], restartPolicy="Never", terminationGracePeriodSeconds=0)
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
-    pod_labels = {
-        labels.EPOCH: str(epoch),
-        labels.NODE_RANK: str(index),
-        labels.ROLE: labels.ROLE_STANDBY,
-    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _metadata(job, standby_pod_name(name, epoch, index), pod_labels),
+        "metadata": _metadata(job, pod_name, pod_labels),
         "spec": spec,
     }

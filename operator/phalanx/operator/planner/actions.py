@@ -42,11 +42,13 @@ class CreateNodePod:
 
 @dataclass(frozen=True)
 class CreateStandbyPod:
-    """Create standby pod `index` of `epoch`: it holds capacity until the job can grow."""
+    """Create standby pod `index` of `epoch`: it holds capacity until the job can grow, and
+    when `warm` its agent stands by to take a lost rank in place (a hot spare)."""
 
     epoch: int
     index: int
     avoid_nodes: tuple[str, ...] = ()
+    warm: bool = False
 
 
 @dataclass(frozen=True)

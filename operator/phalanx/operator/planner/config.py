@@ -24,6 +24,10 @@ class PlannerConfig:
     replaced (a frozen or lost machine that its node status does not show yet). The agent sees
     an assignment through a Lease watch (well under a second) and reports at once; until then
     the rest of the gang waits for it at the rendezvous."""
+    assignment_settle_seconds: float = 2.0
+    """Sooner than `assignment_ack_seconds`: a carried-over pod whose agent is still silent
+    this long after the epoch began, while every other carried-over agent already started it,
+    is replaced (see `inplace.unresponsive`)."""
 
 
 Step = Callable[[Decision, PlannerConfig], bool]

@@ -93,14 +93,31 @@ def runnable_nodes(observed: Observed, epoch: int, nodes: int) -> int:
     return nodes - gone + spares
 
 
+ACK_SPREAD = 3.0
+"""A carried-over agent is presumed gone once it is this many times later than the slowest of
+its peers that did start the epoch (and past the settle floor)."""
+
+
 def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datetime,
-                 ack_seconds: float) -> list[PodView]:  # fmt: skip
-    """Carried-over pods whose agent has not started the epoch `ack_seconds` after it began (a
-    frozen machine, a stopped agent): they are replaced."""
-    if current.start_time is None or now < current.start_time + timedelta(seconds=ack_seconds):
-        return []
-    return [
-        p
-        for p in observed.node_pods(epoch).values()
-        if p.name in current.ranks and p.phase == "Pending" and not p.deleting
-    ]
+                 ack_seconds: float, settle_seconds: float,
+                 ) -> tuple[list[PodView], datetime | None]:  # fmt: skip
+    """Carried-over pods whose agent has not started the epoch (a lost or frozen machine that
+    its node status does not show yet, a stopped agent): they are replaced. Due `ack_seconds`
+    after the epoch began, or sooner when every other carried-over agent has started it: at
+    `ACK_SPREAD` times the slowest one's delay, and at least `settle_seconds` after the start.
+    Why: a lost node's peers report their collective's failure at once, long before the node
+    turns NotReady, so the restart carries the lost pod too; its silence among peers that all
+    answered within a second is the sign that it is gone. Also returns when to look again."""
+    start = current.start_time
+    if start is None:
+        return [], None
+    carried = [p for p in observed.node_pods(epoch).values() if p.name in current.ranks]
+    silent = [p for p in carried if p.phase == "Pending" and not p.deleting]
+    due = start + timedelta(seconds=ack_seconds)
+    answered = [p.agent.time for p in carried if p not in silent and p.agent is not None]
+    if silent and answered and len(answered) + len(silent) == len(carried):
+        slowest = max(0.0, max((t - start).total_seconds() for t in answered))
+        due = min(due, start + timedelta(seconds=max(settle_seconds, ACK_SPREAD * slowest)))
+    if not silent:
+        return [], None
+    return (silent, None) if now >= due else ([], due)

@@ -23,14 +23,18 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     pods = d.observed.node_pods(d.status.epoch)
     facts = Facts(d.observed.nodes, frozenset(d.spec.failure_policy.retryable_exit_codes))
     verdicts = [v for p in pods.values() if (v := classify(p, facts))]
-    late = inplace.unresponsive(
-        d.observed, d.status.epoch, d.status.current, d.now, config.assignment_ack_seconds
-    )
+    late, look_again = inplace.unresponsive(
+        d.observed, d.status.epoch, d.status.current, d.now,
+        config.assignment_ack_seconds, config.assignment_settle_seconds,
+    )  # fmt: skip
+    if look_again is not None:
+        d.requeue_at(look_again)
+    started = d.status.current.start_time
     verdicts += [
         Verdict(
             "infrastructure", "AgentUnresponsive", pod=p.name, node=p.node_name,
-            message=f"its agent did not start epoch {d.status.epoch} within "
-            f"{config.assignment_ack_seconds:g} s",
+            message=f"its agent had not started epoch {d.status.epoch} "
+            f"{(d.now - started).total_seconds() if started else 0:.1f} s after it began",
         )
         for p in late
     ]  # fmt: skip

@@ -43,6 +43,13 @@ def shrink(d: Decision, _: PlannerConfig) -> bool:
     return True
 
 
+def runs_agents(d: Decision) -> bool:
+    """The job's pods run phalanx-agent: one of the current epoch's reported as one. Only then
+    can a standby pod run the template (its agent stands by); a cold standby made before the
+    first report is replaced by a warm one."""
+    return any(p.agent is not None for p in d.observed.node_pods(d.status.epoch).values())
+
+
 def resize(d: Decision, config: PlannerConfig) -> bool:
     """Follow the desired size: shrink at once when scaled down; keep a standby pod per node
     the job lacks and per hot spare (spec.spares); grow when standbys schedule."""
@@ -56,12 +63,15 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
         return True
     running = d.status.phase == "Running" and not d.creation_refused
     wanted = (target - current if running else 0) + (0 if d.creation_refused else d.spec.spares)
-    d.delete_pods([p.name for p in standbys if p.rank >= wanted and not p.deleting])
+    warm = runs_agents(d)
+    d.delete_pods(
+        [p.name for p in standbys if (p.rank >= wanted or warm > p.warm) and not p.deleting]
+    )
     have = {p.rank for p in standbys}
     avoid = tuple(d.status.avoid_nodes)
     if running:  # not while a restart's pods schedule: they come first
         d.actions += [
-            CreateStandbyPod(d.status.epoch, i, avoid) for i in range(wanted) if i not in have
+            CreateStandbyPod(d.status.epoch, i, avoid, warm) for i in range(wanted) if i not in have
         ]
     ready = sum(1 for p in standbys if p.scheduled and p.rank < wanted)
     grown = elastic.largest_valid_size(d.spec, current + ready)
