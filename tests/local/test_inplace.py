@@ -2,8 +2,10 @@
 
 Covers: a worker SIGKILLed restarts the gang with every pod carried over (no pod is recreated);
 a node lost with `spares: 1` is replaced by the warm spare, at full size, without a shrink; the
-spare pool refills when capacity returns; and through both, the loss trajectory matches an
-uninterrupted run within 1e-4 and every sample is used exactly once per data epoch.
+spare pool refills when capacity returns; the restart after the worker kill resumes from the
+ranks' memory snapshots (every pod survived), the one after the lost node from storage (the spare
+holds none); and through both, the loss trajectory matches an uninterrupted run within 1e-4 and
+every sample is used exactly once per data epoch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gang import check_exactly_once, kept_trajectory
+from tests.support.gang import check_exactly_once, kept_trajectory, records
 from tests.support.local import event_reasons, manifest, phalanx
 
 STEPS = 250
@@ -57,6 +59,16 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
         f"every rank of epoch 3 is a pod of epoch 1, carried over: {carried}"
     )
     assert (workdir / "pods" / "quickstart-3-s0.log").exists(), "the pool refilled"
+
+    first, after_kill, after_loss = [r for r in records(workdir) if r.get("event") == "resume"]
+    assert first["from"] is None
+    assert after_kill["source"] == "memory", after_kill
+    trained = max(r["step"] for r in records(workdir) if "loss" in r and r["epoch"] == 1)
+    assert trained - after_kill["from"] <= 2, (
+        f"epoch 1 trained to step {trained}: memory snapshots (every step) lose at most the "
+        f"step in flight, but it resumed from {after_kill['from']}"
+    )
+    assert after_loss["source"] == "storage", after_loss
 
     expected, expected_samples = kept_trajectory(tmp_path / "reference")
     losses, samples = kept_trajectory(workdir)

@@ -71,3 +71,22 @@ def test_a_warm_standby_is_the_template_standing_by_and_a_cold_one_only_holds_ca
     [idle] = cold["spec"]["containers"]
     assert idle["command"] == ["sleep", "infinity"]
     assert "phalanx.dev/warm" not in cold["metadata"]["labels"]
+
+
+def test_node_pods_get_host_memory_at_dev_shm_unless_they_mount_their_own() -> None:
+    """The agent keeps its workers' memory snapshots under /dev/shm across epochs; the runtime's
+    default there is 64 MiB."""
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    job = TrainingJob.model_validate(manifest)
+    pod = node_pod(job, 1, 0, 2, BuildSettings())
+    [volume] = [v for v in pod["spec"]["volumes"] if v.get("emptyDir", {}).get("medium")]
+    assert volume["emptyDir"] == {"medium": "Memory"}
+    for container in pod["spec"]["containers"]:
+        assert {"name": volume["name"], "mountPath": "/dev/shm"} in container["volumeMounts"]
+
+    containers = manifest["spec"]["template"]["spec"]["containers"]
+    containers[0]["volumeMounts"] = [{"name": "mine", "mountPath": "/dev/shm"}]
+    manifest["spec"]["template"]["spec"]["volumes"] = [{"name": "mine", "emptyDir": {}}]
+    own = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
+    assert [v["name"] for v in own["spec"]["volumes"]] == ["mine"]

@@ -97,6 +97,12 @@ class Checkpoint(SpecModel):
     keep: Annotated[int, Field(ge=1)] = 3
     """How many valid checkpoints to keep; the newest valid one is never deleted."""
 
+    memory_interval_steps: Annotated[int, Field(ge=0)] = 1
+    """The reference trainer also snapshots each rank's state into its pod's memory every this
+    many steps (0: never). A restart whose ranks all hold a snapshot newer than the newest
+    checkpoint on storage resumes from memory, so a failure costs at most this many steps of
+    work. Each rank keeps one snapshot of its own state in host memory."""
+
     async_save: bool = Field(default=True, alias="async")
     """Save in the background so training is blocked only while the state is staged."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,13 @@ def container_env(job: TrainingJob) -> dict[str, str]:
     return {e.name: e.value for e in container.env or () if e.value is not None}
 
 
+def memory_root(run_id: str) -> Path:
+    """Where a run's pods keep their memory snapshots: host memory (/dev/shm) where there is
+    one. Per run, so that the runner can remove what a killed agent left behind."""
+    shared = Path("/dev/shm")
+    return (shared if shared.is_dir() else Path(tempfile.gettempdir())) / f"phalanx-{run_id}"
+
+
 def node_launch(
     job: TrainingJob,
     name: str,
@@ -135,6 +143,7 @@ def node_launch(
         env.PHALANX_POD_NAME: name,
         env.PHALANX_ASSIGNMENT_FILE: str(workdir.assignment),
         env.PHALANX_AGENT_REPORT_FILE: str(workdir.agent_report(name)),
+        env.PHALANX_CHECKPOINT_MEMORY_DIR: str(memory_root(run_id) / name),
         RUN_MARKER_ENV: run_id,
     }
     return Launch(

@@ -22,7 +22,7 @@ from phalanx.local import inject, processes
 from phalanx.local.cluster import LocalCluster
 from phalanx.local.executor import Event, LocalExecutor
 from phalanx.local.faults import FaultPlan
-from phalanx.local.launch import Workdir
+from phalanx.local.launch import Workdir, memory_root
 from phalanx.local.summary import InjectedFault, RunEvent, RunSummary
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.job import TrainingJob
@@ -120,6 +120,7 @@ class LocalRun:
         finally:
             self.cluster.shutdown()
             processes.sweep(self.run_id)
+            shutil.rmtree(memory_root(self.run_id), ignore_errors=True)
         return self.summary()
 
     def _tick(self) -> float:

@@ -156,6 +156,10 @@ class CheckpointManager:
             )
         return None
 
+    def newest_valid(self) -> int | None:
+        """The newest valid checkpoint's step as every rank sees it (rank 0's view), or None."""
+        return next(iter(self._agreed(self.valid_steps(resuming=True))), None)
+
     def _agreed(self, steps: list[int]) -> list[int]:
         """Rank 0's view of the valid steps, so a shared-filesystem race cannot split ranks."""
         if not dist.is_initialized():

@@ -28,6 +28,7 @@ from phalanx.trainer.checkpoint import CheckpointManager
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.contract import PodEnv
 from phalanx.trainer.data import GlobalSampler, SyntheticTokens, micro_batches, split
+from phalanx.trainer.memory import MemorySnapshots
 from phalanx.trainer.model import ModelConfig, TinyLM, sample_losses
 from phalanx.trainer.progress import HeartbeatWriter, TrainingProgress
 from phalanx.trainer.state import AppState
@@ -61,6 +62,13 @@ class Trainer:
         self.checkpoints = CheckpointManager(
             location, config.checkpoint_keep, config.checkpoint_async, checkpoint_group
         )
+        memory_dir = os.environ.get(env.PHALANX_CHECKPOINT_MEMORY_DIR)
+        self.memory = MemorySnapshots(
+            Path(memory_dir) if memory_dir else None,
+            config.checkpoint_memory_interval_steps,
+            int(os.environ.get(env.LOCAL_RANK, "0")),
+            checkpoint_group,
+        )
         self.heartbeat = HeartbeatWriter(epoch=pod.epoch)
         self.preempted = False
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -69,10 +77,14 @@ class Trainer:
         self.preempted = True
 
     def resume(self) -> None:
-        step = self.checkpoints.load_latest({"app": self.state})
-        self._log(
-            {"event": "resume", "step": self.progress.step, "world": self.world, "from": step}
-        )
+        """From the ranks' memory snapshots when all hold the same one and it is not older than
+        the newest checkpoint on storage; else from storage (resharded as needed)."""
+        step = self.memory.load(self.state, self.checkpoints.newest_valid())
+        source = "memory"
+        if step is None:
+            step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
+        self._log({"event": "resume", "step": self.progress.step, "world": self.world,
+                   "from": step, "source": source if step is not None else None})  # fmt: skip
 
     def train(self, startup: Startup | None = None) -> None:
         config = self.config
@@ -98,6 +110,7 @@ class Trainer:
             )
             if self.progress.step % config.checkpoint_interval_steps == 0:
                 self.save()
+            self.memory.maybe_save(self.progress.step, self.state)
             if self._anyone_preempted():
                 self.save(blocking=True)
                 sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
@@ -152,6 +165,7 @@ class Trainer:
 
     def close(self) -> None:
         self.checkpoints.wait()
+        self.memory.wait()
 
     def _anyone_preempted(self) -> bool:
         flag = torch.tensor([1 if self.preempted else 0])

@@ -60,6 +60,7 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
         "CHECKPOINT_INTERVAL_STEPS": spec.checkpoint.interval_steps,
         "CHECKPOINT_KEEP": spec.checkpoint.keep,
         "CHECKPOINT_ASYNC": str(spec.checkpoint.async_save).lower(),
+        "CHECKPOINT_MEMORY_INTERVAL_STEPS": spec.checkpoint.memory_interval_steps,
     }
     if spec.nccl is not None and spec.nccl.timeout_seconds is not None:
         values["COLLECTIVE_TIMEOUT_SECONDS"] = spec.nccl.timeout_seconds

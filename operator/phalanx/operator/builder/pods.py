@@ -45,6 +45,28 @@ def _quantities_as_strings(resources: Manifest) -> None:
             quantities[name] = str(value)
 
 
+SHARED_MEMORY = "/dev/shm"
+SHARED_MEMORY_VOLUME: Manifest = {"name": "phalanx-shm", "emptyDir": {"medium": "Memory"}}
+"""Host memory for the pod: the agent keeps its workers' memory snapshots here across epochs,
+and torch (DataLoader workers, NCCL) needs more than the runtime's default 64 MiB /dev/shm. It
+counts against the pod's memory limit."""
+
+
+def _shared_memory(spec: Manifest) -> None:
+    """Mount a Memory emptyDir at /dev/shm in every container that does not mount one itself."""
+    containers = spec["containers"]
+    if all(
+        any(m.get("mountPath") == SHARED_MEMORY for m in c.get("volumeMounts", []))
+        for c in containers
+    ):
+        return
+    spec.setdefault("volumes", []).append(copy.deepcopy(SHARED_MEMORY_VOLUME))
+    for container in containers:
+        mounts = container.setdefault("volumeMounts", [])
+        if not any(m.get("mountPath") == SHARED_MEMORY for m in mounts):
+            mounts.append({"name": SHARED_MEMORY_VOLUME["name"], "mountPath": SHARED_MEMORY})
+
+
 def _avoid(spec: Manifest, nodes: tuple[str, ...]) -> None:
     """Keep the pod off `nodes` (stragglers) by adding a NotIn term to its node affinity."""
     if not nodes:
@@ -123,6 +145,7 @@ def _gang_pod(
     spec.update(hostname=pod_name, subdomain=service_name(job.metadata.name or ""))
     spec.update(restartPolicy="Never")
     spec.setdefault("serviceAccountName", service_account_name(job.metadata.name or ""))
+    _shared_memory(spec)
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
     return {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -36,6 +37,22 @@ from phalanx.trainer.contract import PodEnv
 HEARTBEAT_SECONDS = 2.0
 """Default heartbeat period; PHALANX_HEARTBEAT_SECONDS overrides it."""
 REFERENCE_TRAINER = [sys.executable, "-m", "phalanx.trainer.train"]
+
+
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def memory_directory() -> Path | None:
+    """The pod's directory in host memory for its workers' memory snapshots: the one its env
+    names (the local backend gives each pod one), else a new one under /dev/shm (a Memory
+    emptyDir in the operator's pods); None where there is no tmpfs (snapshots are then off)."""
+    if named := os.environ.get(contract.PHALANX_CHECKPOINT_MEMORY_DIR):
+        path = Path(named)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
+        return Path(tempfile.mkdtemp(prefix="phalanx-memory-", dir=SHARED_MEMORY))
+    return None
 
 
 def heartbeat_sink(pod: PodEnv) -> HeartbeatSink | None:
@@ -118,6 +135,8 @@ class Agent:
     """None without a channel: the agent runs one epoch and exits with its outcome."""
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     rundir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="phalanx-agent-")))
+    memory: Path | None = field(default_factory=memory_directory)
+    """Where this pod's workers keep their memory snapshots across epochs; removed at exit."""
     gang: Gang | None = None
     last_epoch: int = -1
     preempted: bool = False
@@ -127,6 +146,14 @@ class Agent:
         return self.reports is not None
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            self._stop_gang()
+            if self.memory is not None:
+                shutil.rmtree(self.memory, ignore_errors=True)
+
+    def _run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
         if self.initial is None:
             self.launcher.warm_up()
@@ -163,6 +190,11 @@ class Agent:
         pod = PodEnv.model_validate(env)
         progress = self.rundir / f"progress-{assignment.epoch}.json"
         supervisor = Supervisor(self.launcher, stop_grace_seconds=0 if self.in_place else 10)
+        memory = (
+            {}
+            if self.memory is None
+            else {contract.PHALANX_CHECKPOINT_MEMORY_DIR: str(self.memory)}
+        )
         for local_rank in range(pod.nproc_per_node):
             worker_env = pod.worker_env(local_rank)
             rank = int(worker_env[contract.RANK])
@@ -173,6 +205,7 @@ class Agent:
                     contract.PHALANX_WORKER_ERROR_FILE: str(self.rundir / f"error-{rank}"),
                     contract.PHALANX_PROGRESS_FILE: str(progress),
                     contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
+                    **memory,
                 },
                 local_rank,
                 rank,

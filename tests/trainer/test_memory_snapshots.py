@@ -1,0 +1,90 @@
+"""Memory snapshots on one rank (no process group): whole or absent, loaded only when not older
+than storage and when they fit the live state, and off when asked. The multi-rank agreement runs
+for real in tests/local/test_inplace.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from phalanx.trainer.memory import MemorySnapshots
+
+
+class Counter:
+    """A stateful with tensors and a plain value, like the trainer's AppState."""
+
+    def __init__(self, size: int = 4, bias: int = 1) -> None:
+        self.weights = torch.zeros(size)
+        self.bias = torch.zeros(bias)
+        self.step = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": {"w": self.weights, "b": self.bias}, "progress": {"step": self.step}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.weights.copy_(state["model"]["w"])
+        self.bias.copy_(state["model"]["b"])
+        self.step = state["progress"]["step"]
+
+
+def advance(state: Counter, step: int) -> None:
+    state.weights += 1
+    state.bias += 1
+    state.step = step
+
+
+def test_a_snapshot_restores_the_state_of_its_step(tmp_path: Path) -> None:
+    memory = MemorySnapshots(tmp_path, interval_steps=2, local_rank=0)
+    live = Counter()
+    taken = []
+    for step in range(1, 6):
+        advance(live, step)
+        taken.append(memory.maybe_save(step, live))
+    memory.wait()
+    assert taken == [False, True, False, True, False]
+    assert [p.name for p in tmp_path.iterdir()] == ["local-0.pt"], "one snapshot, no temporaries"
+
+    fresh = Counter()
+    assert memory.load(fresh, storage_step=0) == 4
+    assert fresh.step == 4
+    assert torch.equal(fresh.weights, torch.full((4,), 4.0)), "the snapshot is a copy of step 4"
+
+
+def test_storage_wins_when_it_is_newer(tmp_path: Path) -> None:
+    memory = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0)
+    live = Counter()
+    advance(live, 3)
+    memory.maybe_save(3, live)
+    memory.wait()
+    assert memory.load(Counter(), storage_step=5) is None
+    assert memory.load(Counter(), storage_step=3) == 3, "as new as storage: memory is faster"
+
+
+def test_a_snapshot_that_does_not_fit_the_live_state_is_not_loaded(tmp_path: Path) -> None:
+    memory = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0)
+    live = Counter(size=4)
+    advance(live, 1)
+    memory.maybe_save(1, live)
+    memory.wait()
+    other = Counter(size=4, bias=2)  # "w" fits, "b" does not
+    assert memory.load(other, storage_step=None) is None
+    assert torch.equal(other.weights, torch.zeros(4)), "nothing was half-loaded"
+
+
+def test_each_local_rank_has_its_own_and_none_means_storage(tmp_path: Path) -> None:
+    live = Counter()
+    advance(live, 1)
+    first = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0)
+    first.maybe_save(1, live)
+    first.wait()
+    assert MemorySnapshots(tmp_path, 1, local_rank=1).load(Counter(), None) is None
+
+
+def test_off_when_the_interval_is_zero_or_there_is_no_directory(tmp_path: Path) -> None:
+    live = Counter()
+    advance(live, 1)
+    assert not MemorySnapshots(tmp_path, interval_steps=0, local_rank=0).maybe_save(1, live)
+    assert not MemorySnapshots(None, interval_steps=1, local_rank=0).maybe_save(1, live)
+    assert list(tmp_path.iterdir()) == []
