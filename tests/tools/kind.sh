@@ -315,6 +315,12 @@ images() {
   timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$NAME-control-plane" \
     "$CONTROLPLANE_IMAGE" >/dev/null
   timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$workers" "$TRAINER_IMAGE" >/dev/null
+  # A pod keeps the image it started with when its tag is loaded again: on a reused cluster,
+  # restart Phalanx's own deployments (the suite's install) so they run what was just built.
+  if kubectl get namespace phalanx-system >/dev/null 2>&1; then
+    timed "control plane restarted" kubectl -n phalanx-system rollout restart deployment >/dev/null
+    kubectl -n phalanx-system rollout status deployment --timeout=180s >/dev/null
+  fi
 }
 
 cmd=${1:-}
