@@ -92,7 +92,8 @@ class Checkpoint(SpecModel):
     """Save every this many training steps."""
 
     interval_seconds: Annotated[int | None, Field(ge=1)] = None
-    """Also save when this many seconds have passed since the last save."""
+    """Also save when this many seconds have passed since the last save (the reference
+    trainer; its ranks agree on it in the collective they run every step anyway)."""
 
     keep: Annotated[int, Field(ge=1)] = 3
     """How many valid checkpoints to keep; the newest valid one is never deleted."""

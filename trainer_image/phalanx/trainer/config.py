@@ -39,6 +39,8 @@ class TrainerConfig(BaseSettings):
     """AdamW learning rate."""
     checkpoint_interval_steps: Annotated[int, Field(ge=1)] = 10
     """Save every this many steps."""
+    checkpoint_interval_seconds: Annotated[int | None, Field(ge=1)] = None
+    """Also save when this many seconds passed since the last save (or the start)."""
     checkpoint_keep: Annotated[int, Field(ge=1)] = 3
     """Valid checkpoints to keep."""
     checkpoint_async: bool = True

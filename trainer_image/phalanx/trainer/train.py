@@ -71,6 +71,7 @@ class Trainer:
         )
         self.heartbeat = HeartbeatWriter(epoch=pod.epoch)
         self.preempted = False
+        self.last_save = time.monotonic()
         signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _on_sigterm(self, *_: object) -> None:
@@ -108,10 +109,11 @@ class Trainer:
                 config.global_batch_size,
                 self.sampler.data_epoch(self.progress.position),
             )
-            if self.progress.step % config.checkpoint_interval_steps == 0:
+            preempted, overdue = self._agree()
+            if self.progress.step % config.checkpoint_interval_steps == 0 or overdue:
                 self.save()
             self.memory.maybe_save(self.progress.step, self.state)
-            if self._anyone_preempted():
+            if preempted:
                 self.save(blocking=True)
                 sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
             time.sleep(config.step_delay_seconds)
@@ -157,6 +159,7 @@ class Trainer:
         return loss
 
     def save(self, blocking: bool = False) -> None:
+        self.last_save = time.monotonic()
         step = self.progress.step
         self.checkpoints.save(step, {"app": self.state}, blocking=blocking)
         self.heartbeat.checkpointed(
@@ -167,10 +170,15 @@ class Trainer:
         self.checkpoints.wait()
         self.memory.wait()
 
-    def _anyone_preempted(self) -> bool:
-        flag = torch.tensor([1 if self.preempted else 0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+    def _agree(self) -> tuple[bool, bool]:
+        """One collective per step for what every rank must decide alike: is any rank being
+        preempted (SIGTERM), and has any rank's clock passed checkpoint_interval_seconds since
+        the last save (the clocks differ a little; a save is a collective)."""
+        limit = self.config.checkpoint_interval_seconds
+        overdue = limit is not None and time.monotonic() - self.last_save >= limit
+        flags = torch.tensor([int(self.preempted), int(overdue)])
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0].item()), bool(flags[1].item())
 
     def _log(self, record: dict[str, Any], name: str = "losses.jsonl") -> None:
         if self.config.log_dir is None or (name == "losses.jsonl" and self.rank != 0):

@@ -62,6 +62,8 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
         "CHECKPOINT_ASYNC": str(spec.checkpoint.async_save).lower(),
         "CHECKPOINT_MEMORY_INTERVAL_STEPS": spec.checkpoint.memory_interval_steps,
     }
+    if spec.checkpoint.interval_seconds is not None:
+        values["CHECKPOINT_INTERVAL_SECONDS"] = spec.checkpoint.interval_seconds
     if spec.nccl is not None and spec.nccl.timeout_seconds is not None:
         values["COLLECTIVE_TIMEOUT_SECONDS"] = spec.nccl.timeout_seconds
     if (trainer := spec.trainer) is not None:
