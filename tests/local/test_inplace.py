@@ -25,10 +25,13 @@ DATASET = 240  # the trainer's default
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
 def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
-    tmp_path: Path,
+    tmp_path: Path, sharding: str
 ) -> None:
-    job = manifest(tmp_path, spares=1, trainer={"steps": STEPS})
+    """DDP's memory snapshots are the whole (replicated) state; FSDP's are each rank's shards,
+    restored into the same layout."""
+    job = manifest(tmp_path, spares=1, trainer={"steps": STEPS, "sharding": sharding})
     reference = phalanx("run", str(job), "--workdir", str(tmp_path / "reference"), "-o", "json")
     assert reference.code == 0, reference.stderr[-4000:]
 
