@@ -14,10 +14,12 @@ own tensors (an FSDP or tensor-parallel shard is its local part), its rank and w
 whether the state is replicated (no DTensor: DDP), which any rank can load at any world size.
 
 When it is used: every rank of the new epoch says which snapshot step it can load (one of its
-own layout, or a replicated one); only when all name the same step, and it is not older than
-the newest valid checkpoint on storage, do all load from memory. Otherwise (a replacement pod
-has none, a rank's last write did not finish, a resized sharded job) all load from storage, so
-no rank ever resumes from a step its peers do not.
+own layout, or a replicated one). When all name the same step, not older than the newest valid
+checkpoint on storage, each loads its own. When some have none (a replacement pod, a hot spare)
+but the state is replicated (DDP) and the newest snapshot is newer than storage, the lowest rank
+holding it sends it to all (a peer's memory instead of storage, as DLRover does). Otherwise (a
+rank's last write did not finish, a resized sharded job) all load from storage, so no rank ever
+resumes from a step its peers do not.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class MemorySnapshots:
     interval_steps: int
     local_rank: int
     process_group: dist.ProcessGroup | None = None
+    source: str | None = field(default=None, init=False)
+    """After `load`: "memory" (each rank its own snapshot), "peer" (sent by a peer), or None."""
     _writer: threading.Thread | None = field(default=None, init=False)
     _error: BaseException | None = field(default=None, init=False)
 
@@ -163,15 +167,21 @@ class MemorySnapshots:
         return None
 
     def load(self, state: Any, storage_step: int | None) -> int | None:
-        """Load the snapshot every rank holds, when it is not older than `storage_step` (the
-        newest valid checkpoint on storage): its step, or None (load from storage)."""
+        """Load the snapshot every rank holds (or, for a replicated state, the newest one a peer
+        holds) when it is not older than `storage_step`, the newest valid checkpoint on storage:
+        its step, or None (load from storage)."""
+        self.source = None
         snapshot = self._usable()
-        steps = self._gather(snapshot["step"] if snapshot else -1)
-        step = steps[0]
-        if step < 0 or any(s != step for s in steps):
+        replicated = not has_shards(state.state_dict())
+        views = self._gather((snapshot["step"] if snapshot else -1, replicated))
+        steps = [step for step, _ in views]
+        step, floor = max(steps), -1 if storage_step is None else storage_step
+        if step < 0 or step < floor:
             return None
-        if storage_step is not None and step < storage_step:
-            return None
+        if any(s != step for s in steps):
+            if not all(r for _, r in views) or step == floor:  # storage is as new: no transfer
+                return None
+            snapshot = self._from_peer(steps.index(step), snapshot)
         assert snapshot is not None
         error = None
         try:
@@ -181,14 +191,22 @@ class MemorySnapshots:
         if not self._all_ok(error is None):
             log.warning("memory snapshot of step %d not loaded (%s); using storage", step, error)
             return None
+        self.source = "memory" if all(s == step for s in steps) else "peer"
         return step
 
-    def _gather(self, step: int) -> list[int]:
+    def _from_peer(self, source: int, own: dict[str, Any] | None) -> dict[str, Any]:
+        """The snapshot rank `source` holds, sent to every rank of the group."""
+        box: list[dict[str, Any] | None] = [own if dist.get_rank() == source else None]
+        dist.broadcast_object_list(box, src=source, group=self.process_group)
+        assert box[0] is not None
+        return box[0]
+
+    def _gather(self, view: tuple[int, bool]) -> list[tuple[int, bool]]:
         if not dist.is_initialized():
-            return [step]
-        steps: list[int] = [0] * dist.get_world_size(self.process_group)
-        dist.all_gather_object(steps, step, group=self.process_group)
-        return steps
+            return [view]
+        views: list[tuple[int, bool]] = [(-1, False)] * dist.get_world_size(self.process_group)
+        dist.all_gather_object(views, view, group=self.process_group)
+        return views
 
     def _all_ok(self, ok: bool) -> bool:
         if not dist.is_initialized():

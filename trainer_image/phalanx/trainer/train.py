@@ -81,7 +81,7 @@ class Trainer:
         """From the ranks' memory snapshots when all hold the same one and it is not older than
         the newest checkpoint on storage; else from storage (resharded as needed)."""
         step = self.memory.load(self.state, self.checkpoints.newest_valid())
-        source = "memory"
+        source = self.memory.source
         if step is None:
             step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
         self._log({"event": "resume", "step": self.progress.step, "world": self.world,
