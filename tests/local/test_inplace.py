@@ -66,7 +66,7 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
     first, after_kill, after_loss = [r for r in records(workdir) if r.get("event") == "resume"]
 
     def trained(epoch: int) -> int:
-        return max(r["step"] for r in records(workdir) if "loss" in r and r["epoch"] == epoch)
+        return max(int(r["step"]) for r in records(workdir) if "loss" in r and r["epoch"] == epoch)
 
     assert first["from"] is None
     assert after_kill["source"] == "memory", after_kill
