@@ -65,7 +65,7 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
     wanted = (target - current if running else 0) + (0 if d.creation_refused else d.spec.spares)
     warm = runs_agents(d)
     d.delete_pods(
-        [p.name for p in standbys if (p.rank >= wanted or warm > p.warm) and not p.deleting]
+        [p.name for p in standbys if (p.rank >= wanted or (warm and not p.warm)) and not p.deleting]
     )
     have = {p.rank for p in standbys}
     avoid = tuple(d.status.avoid_nodes)
