@@ -98,11 +98,14 @@ class Checkpoint(SpecModel):
     keep: Annotated[int, Field(ge=1)] = 3
     """How many valid checkpoints to keep; the newest valid one is never deleted."""
 
-    memory_interval_steps: Annotated[int, Field(ge=0)] = 1
+    memory_interval_steps: Annotated[int, Field(ge=0)] = 10
     """The reference trainer also snapshots each rank's state into its pod's memory every this
-    many steps (0: never). A restart whose ranks all hold a snapshot newer than the newest
-    checkpoint on storage resumes from memory, so a failure costs at most this many steps of
-    work. Each rank keeps one snapshot of its own state in host memory."""
+    many steps (0: never). A restart resumes from memory when every rank holds the same snapshot
+    (or, for a replicated DDP state, a peer does) and it is newer than storage, so a failure
+    costs at most this many steps of work. Each rank keeps one snapshot of its own state in
+    host memory. A snapshot costs a step a state dict, a host copy and a background write (for
+    the quickstart on 2 CPU cores: +6 to +11 % step time every step, +3 % every 10 steps),
+    hence 10 rather than 1."""
 
     async_save: bool = Field(default=True, alias="async")
     """Save in the background so training is blocked only while the state is staged."""

@@ -46,7 +46,7 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             "PHALANX_TRAINER_CHECKPOINT_INTERVAL_STEPS": "100",
             "PHALANX_TRAINER_CHECKPOINT_KEEP": "3",
             "PHALANX_TRAINER_CHECKPOINT_ASYNC": "true", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
-            "PHALANX_TRAINER_CHECKPOINT_MEMORY_INTERVAL_STEPS": "1",
+            "PHALANX_TRAINER_CHECKPOINT_MEMORY_INTERVAL_STEPS": "10",
             # cluster defaults merged with the job's nccl; the job wins
             "NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_DISABLE": NCCL_DEFAULTS["NCCL_IB_DISABLE"], "NCCL_DEBUG": "INFO",
         }  # fmt: skip

@@ -45,7 +45,7 @@ class TrainerConfig(BaseSettings):
     """Valid checkpoints to keep."""
     checkpoint_async: bool = True
     """Save in the background."""
-    checkpoint_memory_interval_steps: Annotated[int, Field(ge=0)] = 1
+    checkpoint_memory_interval_steps: Annotated[int, Field(ge=0)] = 10
     """Snapshot each rank's state into the pod's memory every this many steps (0: never)."""
     dataset_samples: Annotated[int, Field(ge=1)] = 240
     """Size of the synthetic data set."""
