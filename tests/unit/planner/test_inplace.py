@@ -269,3 +269,22 @@ def test_spares_are_warm_once_the_jobs_pods_proved_they_run_the_agent() -> None:
     assert not plan.of_type(CreateStandbyPod)
     assert j.status is not None
     assert j.status.spares == 1
+
+
+def test_a_busy_agent_that_reported_since_the_epoch_began_gets_the_ack_deadline() -> None:
+    """Alive but slow (a loaded machine): a report after the epoch began, even of an older
+    epoch, is not the silence of a lost node."""
+    config = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
+    j = running()
+    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
+    answered = [
+        replace(p, agent=report(p.name, "running", 2, time=at(20.4)))
+        for p in agents(1, 4)
+        if p.rank != 3
+    ]
+    busy = replace(gang[3], agent=report("j-1-3", "failed", 1, time=at(20.9)))
+    j, plan = step(j, Observed(pods=(*answered, busy)), at(23), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "not replaced at the settle time: its agent is alive"
+    assert plan.requeue_after == pytest.approx(7.0), "it has until the ack deadline"

@@ -172,8 +172,8 @@ class MemorySnapshots:
         its step, or None (load from storage)."""
         self.source = None
         snapshot = self._usable()
-        replicated = not has_shards(state.state_dict())
-        views = self._gather((snapshot["step"] if snapshot else -1, replicated))
+        live = state.state_dict()
+        views = self._gather((snapshot["step"] if snapshot else -1, not has_shards(live)))
         steps = [step for step, _ in views]
         step, floor = max(steps), -1 if storage_step is None else storage_step
         if step < 0 or step < floor:
@@ -185,7 +185,7 @@ class MemorySnapshots:
         assert snapshot is not None
         error = None
         try:
-            state.load_state_dict(restore_into(state.state_dict(), snapshot["state"]))
+            state.load_state_dict(restore_into(live, snapshot["state"]))
         except (ValueError, RuntimeError) as exc:
             error = exc
         if not self._all_ok(error is None):

@@ -107,17 +107,23 @@ def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datet
     `ACK_SPREAD` times the slowest one's delay, and at least `settle_seconds` after the start.
     Why: a lost node's peers report their collective's failure at once, long before the node
     turns NotReady, so the restart carries the lost pod too; its silence among peers that all
-    answered within a second is the sign that it is gone. Also returns when to look again."""
+    answered within a second is the sign that it is gone. An agent that reported anything since
+    the epoch began is alive, only busy (a slow start on a loaded machine): it gets
+    `ack_seconds`. Also returns when to look again."""
     start = current.start_time
     if start is None:
         return [], None
     carried = [p for p in observed.node_pods(epoch).values() if p.name in current.ranks]
     silent = [p for p in carried if p.phase == "Pending" and not p.deleting]
     due = start + timedelta(seconds=ack_seconds)
-    answered = [p.agent.time for p in carried if p not in silent and p.agent is not None]
-    if silent and answered and len(answered) + len(silent) == len(carried):
-        slowest = max(0.0, max((t - start).total_seconds() for t in answered))
-        due = min(due, start + timedelta(seconds=max(settle_seconds, ACK_SPREAD * slowest)))
     if not silent:
         return [], None
+    answered = [p.agent.time for p in carried if p not in silent and p.agent is not None]
+    if answered and len(answered) + len(silent) == len(carried):
+        slowest = max(0.0, max((t - start).total_seconds() for t in answered))
+        settled = start + timedelta(seconds=max(settle_seconds, ACK_SPREAD * slowest))
+        mute = [p for p in silent if p.agent is None or p.agent.time < start]
+        if mute and now >= settled:
+            return mute, None
+        due = min(due, settled) if mute else due
     return (silent, None) if now >= due else ([], due)
