@@ -155,13 +155,21 @@ def test_an_agent_that_does_not_take_its_new_epoch_is_replaced() -> None:
     assert j.status.failures[-1].reason == "AgentUnresponsive"
     assert j.status.failures[-1].pod == "j-1-3"
     assert j.status.current.ranks == {f"j-1-{r}": r for r in range(3)}
-    assert assigned(plan)["j-3-3"] == 3, "a new pod for the frozen one's rank"
+    assert j.status.nodes == 3, "its machine is presumed gone: restart at what runs now"
+    assert not plan.of_type(CreateNodePod), "no replacement that might never schedule"
     assert "j-1-3" in plan.of_type(DeletePods)[0].names
+
+
+def test_a_new_pod_rendezvouses_at_a_carried_rank_0() -> None:
+    j = running()
+    gang = agents(1, 4)
+    gang[3] = replace(gang[3], phase="Failed", exit_code=137, terminated_reason="OOMKilled")
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20))
     carried = tuple(agents(1, 3, running_epoch=2))
-    j, plan = step(j, Observed(pods=carried), at(24), config)
+    j, plan = step(j, Observed(pods=carried), at(21))
     [created] = plan.of_type(CreateNodePod)
-    assert (created.epoch, created.rank, created.master) == (3, 3, "j-1-0"), (
-        "the new pod rendezvouses at the carried rank 0, not at a j-3-0 that does not exist"
+    assert (created.epoch, created.rank, created.master) == (2, 3, "j-1-0"), (
+        "the new pod rendezvouses at the carried rank 0, not at a j-2-0 that does not exist"
     )
 
 

@@ -83,12 +83,19 @@ def _can_carry(observed: Observed, pod: PodView) -> bool:
     return pod.reusable and acknowledged and not observed.on_lost_node(pod)
 
 
-def runnable_nodes(observed: Observed, epoch: int, nodes: int) -> int:
+def runnable_nodes(
+    observed: Observed, epoch: int, nodes: int, unresponsive: frozenset[str] = frozenset()
+) -> int:
     """How many node pods could run a new epoch at once: all of the epoch's ranks except those
-    whose machine is gone (a NotReady node, a pod in phase Unknown), plus ready hot spares.
-    A restart at this size needs no wait for a replacement that cannot come."""
+    whose machine is gone (a NotReady node, a pod in phase Unknown, an agent presumed gone),
+    plus ready hot spares. A restart at this size needs no wait for a replacement that cannot
+    come."""
     pods = observed.node_pods(epoch)
-    gone = sum(1 for p in pods.values() if observed.on_lost_node(p) or p.phase == "Unknown")
+    gone = sum(
+        1
+        for p in pods.values()
+        if observed.on_lost_node(p) or p.phase == "Unknown" or p.name in unresponsive
+    )
     spares = sum(1 for p in observed.standby_pods(epoch) if _can_carry(observed, p))
     return nodes - gone + spares
 

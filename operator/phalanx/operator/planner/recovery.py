@@ -47,7 +47,7 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     configuration = [v for v in verdicts if v.failure_class == "configuration"]
     restartable = [v for v in verdicts if v.failure_class != "configuration"]
     if restartable:
-        restart(d, restartable)
+        restart(d, restartable, restart_size(d, frozenset(p.name for p in late)))
         return True
     if configuration:
         first = configuration[0]
@@ -122,11 +122,12 @@ def first_sign(d: Decision, verdicts: list[Verdict]) -> datetime | None:
     return min(moments, default=None)
 
 
-def restart_size(d: Decision) -> int:
-    """The size to restart at: the current one, less ranks whose machine is gone unless hot
-    spares stand in. One restart per failure: a shrink does not first wait for a replacement
-    that cannot come (and the job grows back when capacity shows up)."""
-    runnable = inplace.runnable_nodes(d.observed, d.status.epoch, d.status.nodes)
+def restart_size(d: Decision, unresponsive: frozenset[str] = frozenset()) -> int:
+    """The size to restart at: the current one, less ranks whose machine is gone (or whose
+    agent is presumed gone: `unresponsive`) unless hot spares stand in. One restart per failure:
+    a shrink does not first wait for a replacement that cannot come (and the job grows back when
+    capacity shows up)."""
+    runnable = inplace.runnable_nodes(d.observed, d.status.epoch, d.status.nodes, unresponsive)
     return (
         elastic.largest_valid_size(d.spec, min(runnable, d.status.nodes))
         or elastic.largest_valid_size(d.spec, d.status.nodes)
