@@ -90,3 +90,16 @@ def test_node_pods_get_host_memory_at_dev_shm_unless_they_mount_their_own() -> N
     manifest["spec"]["template"]["spec"]["volumes"] = [{"name": "mine", "emptyDir": {}}]
     own = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
     assert [v["name"] for v in own["spec"]["volumes"]] == ["mine"]
+
+
+def test_the_checkpoint_cadence_reaches_the_reference_trainer() -> None:
+    """spec.checkpoint.intervalSeconds and memoryIntervalSteps become the trainer's settings
+    (tests/trainer/test_checkpoint_cadence.py and tests/local/test_inplace.py show their effect
+    there), so neither is accepted and ignored."""
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    manifest["spec"]["checkpoint"] |= {"intervalSeconds": 600, "memoryIntervalSteps": 0}
+    pod = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["PHALANX_TRAINER_CHECKPOINT_INTERVAL_SECONDS"] == "600"
+    assert env["PHALANX_TRAINER_CHECKPOINT_MEMORY_INTERVAL_STEPS"] == "0"

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
-import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
@@ -24,6 +23,8 @@ from torch.distributed.checkpoint.fsspec_filesystem import FsspecReader, FsspecW
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+from phalanx.trainer.distributed import all_ok
 
 log = logging.getLogger(__name__)
 METADATA = ".metadata"
@@ -149,7 +150,7 @@ class CheckpointManager:
                 )
             except (Exception, CheckpointException) as exc:  # a truncated or corrupt shard
                 error = exc
-            if self._all_ok(error is None):
+            if all_ok(error is None, self.process_group):
                 return step
             log.warning(
                 "checkpoint %s is unreadable (%s); trying the previous one", self.path(step), error
@@ -167,13 +168,6 @@ class CheckpointManager:
         box = [steps]
         dist.broadcast_object_list(box, src=0, group=self.process_group)
         return list(box[0])
-
-    def _all_ok(self, ok: bool) -> bool:
-        if not dist.is_initialized():
-            return ok
-        flag = torch.tensor([0 if ok else 1])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.process_group)
-        return int(flag.item()) == 0
 
     def _writer(self, path: str) -> Any:
         return FsspecWriter(self.location_for(path)) if self.is_url else FileSystemWriter(path)

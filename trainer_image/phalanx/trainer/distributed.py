@@ -85,6 +85,16 @@ def shorten_timeouts(timeouts: Timeouts) -> None:
         set_timeout(timeouts.steady)
 
 
+def all_ok(ok: bool, group: dist.ProcessGroup | None = None) -> bool:
+    """True on every rank only if `ok` is true on every rank (without a process group: `ok`):
+    so that all ranks take the same branch after a step that may fail on some of them."""
+    if not dist.is_initialized():
+        return ok
+    flag = torch.tensor([0 if ok else 1])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    return int(flag.item()) == 0
+
+
 def is_communication_error(error: BaseException) -> bool:
     """Whether an exception comes from a collective (peer lost, timeout), not from user code."""
     if isinstance(error, PreflightError):

@@ -34,6 +34,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from phalanx.trainer.distributed import all_ok
+
 log = logging.getLogger(__name__)
 
 
@@ -188,7 +190,7 @@ class MemorySnapshots:
             state.load_state_dict(restore_into(live, snapshot["state"]))
         except (ValueError, RuntimeError) as exc:
             error = exc
-        if not self._all_ok(error is None):
+        if not all_ok(error is None, self.process_group):
             log.warning("memory snapshot of step %d not loaded (%s); using storage", step, error)
             return None
         self.source = "memory" if all(s == step for s in steps) else "peer"
@@ -207,10 +209,3 @@ class MemorySnapshots:
         views: list[tuple[int, bool]] = [(-1, False)] * dist.get_world_size(self.process_group)
         dist.all_gather_object(views, view, group=self.process_group)
         return views
-
-    def _all_ok(self, ok: bool) -> bool:
-        if not dist.is_initialized():
-            return ok
-        flag = torch.tensor([0 if ok else 1])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.process_group)
-        return int(flag.item()) == 0
