@@ -4,20 +4,24 @@ Covers: every invalid fixture refused by `validate` naming its field (CEL rules 
 server's words), and by `run` with exit code 2 before anything starts; the shipped examples are
 valid; `explain` describes fields and refuses unknown ones; `--help` on every command; a bad
 flag is exit 2 naming it; Ctrl-C stops with exit 130, leaves a valid checkpoint, and the next run
-resumes from it.
+resumes from it; `kill -9` of `phalanx run` leaves no process of the run, and what it left in
+/dev/shm goes at the next run's start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from phalanx.cli.main import app
+from phalanx.local.launch import memory_root, sweep_memory_roots
 from phalanx.models import TrainingJob, field_errors
 from tests.support.controlplane import wait_until
 from tests.support.gang import last_step, records
@@ -95,8 +99,9 @@ def test_help_everywhere(command: list[str]) -> None:
 def test_bad_flag_values_are_exit_2_naming_the_flag(tmp_path: Path) -> None:
     for flags, words in (
         (["--capacity-schedule", "30s"], "TIME=NODES"),
-        (["--kill-node-after", "soon"], "--kill-node-after"),
-        (["--kill-rank", "x@1s"], "RANK@TIME"),
+        (["--kill-node-at", "soon"], "--kill-node-at"),
+        (["--hang-node-at", "step:x"], "step:N"),
+        (["--kill-rank", "x@1s"], "RANK@WHEN"),
         (["--capacity", "0"], "--capacity"),
     ):
         result = cli.invoke(app, ["run", str(QUICKSTART), "--workdir", str(tmp_path), *flags])
@@ -130,6 +135,52 @@ def test_ctrl_c_checkpoints_and_the_next_run_resumes(tmp_path: Path) -> None:
     resume = [r for r in records(tmp_path / "run") if r.get("event") == "resume"][-1]
     assert resume["from"] == saved
     assert second.summary["progress"]["step"] == 120
+
+
+def _gone(process: psutil.Process) -> bool:
+    """It exited (a zombie nobody reaped yet counts: it runs nothing)."""
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_kill_9_of_phalanx_run_leaves_no_process_and_the_next_run_sweeps_its_memory(
+    tmp_path: Path,
+) -> None:
+    job = manifest(tmp_path, replicas={"min": 2, "max": 2}, trainer={"steps": 100_000})
+    run = start_phalanx("run", str(job), "--workdir", str(tmp_path / "run"), "-o", "json")
+    started: list[psutil.Process] = []
+    try:
+        wait_until(lambda: last_step(tmp_path / "run") >= 3, 120, "step 3", interval=0.1)
+        started = psutil.Process(run.pid).children(recursive=True)
+        agents = [p for p in started if "phalanx.trainer.agent" in p.cmdline()]
+        assert len(agents) == 2, [p.cmdline() for p in started]
+        assert len(started) > len(agents), "no workers under the agents"
+        run.kill()
+        run.communicate(timeout=30)
+        wait_until(lambda: all(_gone(p) for p in started), 15, "the run's processes to end")
+    finally:
+        run.kill()
+        for process in started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+
+    pattern = memory_root("*", run.pid)
+    left = list(pattern.parent.glob(pattern.name))
+    assert left, "the killed run's agents made no memory directory: nothing to sweep"
+    running = memory_root("running-run")  # this process's: a run still going
+    running.mkdir()
+    try:
+        swept = sweep_memory_roots()
+        assert set(left) <= set(swept)
+        assert not any(path.exists() for path in left)
+        assert running.is_dir()
+        assert running not in swept
+    finally:
+        running.rmdir()
 
 
 def test_too_little_capacity_ends_the_run_with_exit_1_and_the_reason(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def test_capacity_schedule() -> None:
 def test_kill_rank() -> None:
     assert parse_kill_rank("3", default_at=20) == Fault("kill-rank", 20, rank=3)
     assert parse_kill_rank("1@45s", default_at=20) == Fault("kill-rank", 45, rank=1)
-    with pytest.raises(ValueError, match="RANK@TIME"):
+    with pytest.raises(ValueError, match="RANK@WHEN"):
         parse_kill_rank("one@2s", default_at=20)
 
 

@@ -117,8 +117,10 @@ def render_summary(console: Console, summary: RunSummary) -> None:
             "failure",
             f"epoch {failure.epoch}: {failure.reason} ({failure.failure_class}) of {failure.pod}",
         )
-    if summary.recoveries:
-        table.add_row("recovered in", ", ".join(f"{s:.1f} s" for s in summary.recoveries))
+    for index, seconds in enumerate(summary.recoveries):
+        resume = summary.resumes[index] if index < len(summary.resumes) else None
+        how = f"{seconds:.1f} s" + (f": {resume.describe()}" if resume else "")
+        table.add_row("recovered in", how)
     goodput = "-" if summary.goodput is None else f"{summary.goodput:.1%}"
     table.add_row(
         "goodput",

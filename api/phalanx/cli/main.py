@@ -25,7 +25,13 @@ from phalanx.cli.display import RunDisplay, render_summary
 from phalanx.cli.explain import UnknownFieldError, explain
 from phalanx.cli.manifest import ManifestError, load_job
 from phalanx.local import Fault, FaultPlan, LocalRun, RunOptions
-from phalanx.local.faults import parse_capacity_schedule, parse_duration, parse_kill_rank
+from phalanx.local.faults import (
+    Trigger,
+    parse_capacity_schedule,
+    parse_duration,
+    parse_kill_rank,
+    parse_trigger,
+)
 from phalanx.local.launch import Workdir, warnings
 from phalanx.local.runner import LOCAL_PLANNER
 from phalanx.models import TrainingJob
@@ -57,19 +63,24 @@ def _duration(value: str, flag: str) -> float:
         raise typer.BadParameter(str(error), param_hint=flag) from error
 
 
+def _when(value: str, flag: str) -> Trigger:
+    try:
+        return parse_trigger(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint=flag) from error
+
+
 def _fault_plan(
-    kill_node_after: list[str],
+    kill_node_at: list[str],
     kill_rank: list[str],
-    hang_node_after: list[str],
+    hang_node_at: list[str],
     fault_node: int | None,
     capacity_schedule: list[str],
 ) -> FaultPlan:
     faults = [
-        Fault("kill-node", _duration(d, "--kill-node-after"), node_rank=fault_node)
-        for d in kill_node_after
+        Fault("kill-node", node_rank=fault_node, **_when(w, "--kill-node-at")) for w in kill_node_at
     ] + [
-        Fault("hang-node", _duration(d, "--hang-node-after"), node_rank=fault_node)
-        for d in hang_node_after
+        Fault("hang-node", node_rank=fault_node, **_when(w, "--hang-node-at")) for w in hang_node_at
     ]
     try:
         faults += [parse_kill_rank(r, DEFAULT_KILL_RANK_AFTER) for r in kill_rank]
@@ -114,16 +125,29 @@ def run(
         list[str],
         typer.Option(help="Capacity over time, e.g. 30s=4,90s=2 (grow or shrink the cluster)."),
     ] = [],  # noqa: B006 - typer reads the default; it is never mutated
-    kill_node_after: Annotated[
+    kill_node_at: Annotated[
         list[str],
-        typer.Option(help="SIGKILL a node (agent and workers; the machine is lost) at this time."),
-    ] = [],  # noqa: B006
+        typer.Option(
+            "--kill-node-at",
+            "--kill-node-after",
+            metavar="WHEN",
+            help="SIGKILL a node (agent and workers; the machine is lost) at WHEN: a time after "
+            "the start (20s), step:N (once training reached step N), checkpoint (once one is "
+            "committed), or a start-up phase (rendezvous, loading, first-step).",
+        ),
+    ] = [],  # noqa: B006 - typer reads the default; it is never mutated
     kill_rank: Annotated[
         list[str],
-        typer.Option(help="SIGKILL one worker: RANK or RANK@TIME (default time 20s)."),
+        typer.Option(help="SIGKILL one worker: RANK or RANK@WHEN (default 20s; WHEN as above)."),
     ] = [],  # noqa: B006
-    hang_node_after: Annotated[
-        list[str], typer.Option(help="SIGSTOP a node (a hang) at this time.")
+    hang_node_at: Annotated[
+        list[str],
+        typer.Option(
+            "--hang-node-at",
+            "--hang-node-after",
+            metavar="WHEN",
+            help="SIGSTOP a node (a hang) at WHEN (as for --kill-node-at).",
+        ),
     ] = [],  # noqa: B006
     fault_node: Annotated[
         int | None,
@@ -144,7 +168,7 @@ def run(
     as_json = output is Output.json
     console = Console(stderr=as_json, highlight=False)
     job = _load(file, console)
-    faults = _fault_plan(kill_node_after, kill_rank, hang_node_after, fault_node, capacity_schedule)
+    faults = _fault_plan(kill_node_at, kill_rank, hang_node_at, fault_node, capacity_schedule)
     options = RunOptions(
         workdir=workdir or Path(".phalanx", "runs", job.metadata.name or "job"),
         capacity=capacity,

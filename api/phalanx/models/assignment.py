@@ -18,6 +18,13 @@ from pydantic import Field
 from phalanx.models.base import KubeModel
 
 AgentState = Literal["standby", "running", "failed", "succeeded"]
+AgentPhase = Literal["starting", "rendezvous", "loading", "first-step", "training", "untracked"]
+"""How far a running epoch's workers on a pod got, the least advanced worker counting: started
+by the agent (interpreter, imports), joining the process group and building the model, loading
+the state to resume from, taking the epoch's first step, training. `untracked`: the program
+reports no phases (a third-party script); only the agent's own liveness is known."""
+PHASES: tuple[AgentPhase, ...] = ("starting", "rendezvous", "loading", "first-step", "training")
+"""The tracked phases in the order an epoch goes through them."""
 
 
 class EpochAssignment(KubeModel):
@@ -51,3 +58,9 @@ class AgentReport(KubeModel):
     """For `failed`: when the first worker failed (the start of the recovery)."""
     workers: dict[str, int] = Field(default_factory=dict)
     """Global rank -> process id of the running workers (for fault injection and debugging)."""
+    phase: AgentPhase | None = None
+    """For `running`: how far the epoch's start got on this pod."""
+    renewed: datetime | None = None
+    """For `running`: when the agent last said it is alive. It renews every heartbeat period
+    until its workers train (from then on, the steps rank 0 reports show that every rank is
+    alive, since a step needs them all); a pod whose agent goes silent before that is frozen."""

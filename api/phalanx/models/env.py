@@ -71,6 +71,21 @@ PHALANX_PROGRESS_FILE: Final = "PHALANX_PROGRESS_FILE"
 """Where global rank 0 writes its heartbeat JSON for the agent to publish."""
 PHALANX_SPAWNED_AT: Final = "PHALANX_SPAWNED_AT"
 """Wall time (epoch seconds) the agent started the worker: the first part of a restart's cost."""
+PHALANX_AGENT_PID: Final = "PHALANX_AGENT_PID"
+"""The pid of the agent that started the worker: a warm worker, forked by the fork server, exits at
+once if the agent died before the worker could tie its life to the server's."""
+PHALANX_PARENT_PID: Final = "PHALANX_PARENT_PID"
+"""Set by the local backend on each agent: the pid of `phalanx run`. The agent dies with it (and
+exits at once if it is gone already); unset in a pod, where the agent may be PID 1."""
+PHALANX_PHASE_FILE: Final = "PHALANX_PHASE_FILE"
+"""Where a worker writes the start-up phase it entered; its agent reports the least advanced."""
+PHALANX_FAULT_DIR: Final = "PHALANX_FAULT_DIR"
+"""Local runs only: faults armed to strike when a worker enters a phase (`phalanx run
+--hang-node-at loading`); see phalanx.trainer.phases."""
+FAULT_ARMED_SUFFIX: Final = ".armed"
+"""A file in PHALANX_FAULT_DIR ending so is a fault waiting for a worker to enter its phase."""
+FAULT_STRUCK_SUFFIX: Final = ".struck"
+"""Renamed so by the worker that struck it, with when and where."""
 
 TORCHELASTIC_PREFIX: Final = "TORCHELASTIC_"
 TORCH_NCCL_ASYNC_ERROR_HANDLING: Final = "TORCH_NCCL_ASYNC_ERROR_HANDLING"

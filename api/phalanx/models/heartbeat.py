@@ -6,7 +6,7 @@ both the writer (trainer) and the reader (operator, local backend) validate it w
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -30,6 +30,20 @@ class StartupTimes(KubeModel):
     """The checkpoint was loaded (or there was none)."""
     first_step: float
     """The epoch's first training step completed."""
+
+
+ResumeSource = Literal["memory", "peer", "storage"]
+"""Where an epoch's state came from: the ranks' own memory snapshots, a peer's snapshot (a
+replica that lost its own), or a checkpoint on storage."""
+
+
+class Resume(KubeModel):
+    """What an epoch resumed from: the step of the state it loaded, or a fresh start."""
+
+    step: Annotated[int | None, Field(ge=0)] = None
+    """The step of the state loaded; None: no checkpoint yet, the epoch started from scratch."""
+    source: ResumeSource | None = None
+    """Where that state came from (None with no state)."""
 
 
 class Heartbeat(KubeModel):
@@ -61,3 +75,6 @@ class Heartbeat(KubeModel):
 
     startup: StartupTimes | None = None
     """How the epoch started, once its first step completed."""
+
+    resumed: Resume | None = None
+    """What the epoch resumed from, once its first step completed."""

@@ -175,11 +175,19 @@ class FailurePolicy(SpecModel):
 
     hang_timeout_seconds: Annotated[int | None, Field(ge=1)] = None
     """A training step that does not advance for this long is a hang and restarts the gang. The
-    clock starts at each epoch's first reported step; start-up is bounded by the trainer's
-    rendezvous and preflight timeouts instead. Unset, the timeout adapts to the job: 10 x the
-    slowest rank's mean step time (status.progress.stepSeconds), at least 30 s, and 30 s until the
-    trainer first reports step times. Set it for steps longer than 30 s, or for pauses between
-    steps longer than the adaptive timeout (blocking checkpoint saves, evaluation)."""
+    clock starts at each epoch's first reported step. Unset, the timeout adapts to the job: 10 x
+    the slowest rank's mean step time (status.progress.stepSeconds), at least 30 s, and 30 s until
+    the trainer first reports step times. Set it for steps longer than 30 s, or for pauses between
+    steps longer than the adaptive timeout (blocking checkpoint saves, evaluation). Before the
+    first step, a pod whose agent stops reporting for this long (15 s at most) is frozen,
+    whatever the phase of its start."""
+
+    startup_timeout_seconds: Annotated[int | None, Field(ge=1)] = None
+    """An epoch whose first step has not completed this long after all its node pods run is
+    stuck in start-up (rendezvous, checkpoint load, first step) and restarts, although every
+    agent still reports. Unset, it adapts to the job: 3 x its slowest earlier start-up
+    (status.startupSeconds), at least 120 s. Set it when an epoch's start legitimately takes
+    longer (a large checkpoint on slow storage), or shorter to catch a stuck start sooner."""
 
     straggler_factor: Annotated[float, Field(gt=1)] = 2.0
     """A rank whose step time stays above this factor times the median is a straggler."""

@@ -201,6 +201,10 @@ class TrainingJobStatus(KubeModel):
     consecutive_failures: Annotated[int, Field(ge=0)] = 0
     """Failures since training last made progress; drives the restart backoff."""
 
+    startup_seconds: Annotated[float | None, Field(ge=0)] = None
+    """The slowest start-up of the job's epochs so far: from all node pods running to the
+    epoch's first step. The adaptive start-up timeout is a multiple of it."""
+
     lost_seconds: Annotated[float, Field(ge=0)] = 0.0
     """Wall time lost to failures: recovery time plus work since the last checkpoint."""
 

@@ -4,12 +4,14 @@ Why it mimics Kubernetes this closely: the planner reads pods and nodes, so the 
 show it the same facts a cluster would. A pod binds to a free Ready node (or stays Pending when
 capacity is short), a node pod's agent starts when it binds, deleting a pod sends SIGTERM and
 SIGKILL after the grace period, a lost node is NotReady and its pod failed. Standby pods hold a
-node with an agent that waits, warm, for an epoch to take a rank in (a hot spare).
+node with an agent that waits, warm, for an epoch to take a rank in (a hot spare). An agent dies
+with the process that runs the cluster (PHALANX_PARENT_PID), even when that one is SIGKILLed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -21,6 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from phalanx.local import processes
+from phalanx.models import env as contract
 from phalanx.models import exits
 from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Heartbeat
@@ -168,13 +171,16 @@ class LocalCluster:
         """Add a pod (a no-op if one of that name exists, like a 409 on a cluster)."""
         self.pods.setdefault(pod.name, pod)
 
-    def delete(self, name: str) -> None:
-        """SIGTERM the pod's agent; SIGKILL its tree once the grace period ends (see `tick`)."""
+    def delete(self, name: str, force: bool = False) -> None:
+        """SIGTERM the pod's agent; SIGKILL its tree once the grace period ends (see `tick`), or
+        at once with `force` (a lost or frozen machine cannot stop gracefully)."""
         pod = self.pods.get(name)
-        if pod is None or pod.deleting_since is not None:
+        if pod is None or (pod.deleting_since is not None and not force):
             return
-        pod.deleting_since = time.monotonic()
-        if pod.alive and pod.process is not None:
+        pod.deleting_since = pod.deleting_since or time.monotonic()
+        if force and pod.alive and pod.process is not None:
+            processes.signal_tree(pod.process.pid, signal.SIGKILL)
+        elif pod.alive and pod.process is not None:
             with contextlib.suppress(ProcessLookupError):
                 pod.process.send_signal(signal.SIGTERM)
         else:
@@ -249,7 +255,8 @@ class LocalCluster:
             try:
                 pod.process = subprocess.Popen(
                     launch.argv,
-                    env=launch.env,
+                    # The agent dies with the thread that starts it: the run's main thread.
+                    env={**launch.env, contract.PHALANX_PARENT_PID: str(os.getpid())},
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from phalanx.local.cluster import LocalCluster, LocalPod
 from phalanx.local.launch import LOOPBACK, Workdir, free_port, node_launch
+from phalanx.local.summary import Recovery
 from phalanx.models import env
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import TrainingJob
@@ -55,6 +56,9 @@ class LocalExecutor:
     events: list[Event] = field(default_factory=list)
     recoveries: list[float] = field(default_factory=list)
     recovery_parts: list[dict[str, float]] = field(default_factory=list)
+    resumes: list[Recovery] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """Set on every pod's agent besides its launch env (the run's fault directory)."""
     _ports: dict[int, int] = field(default_factory=dict)
 
     def apply(self, plan: Plan, now: datetime) -> None:
@@ -62,9 +66,9 @@ class LocalExecutor:
             match action:
                 case PatchStatus(status=status):
                     self.job = self.job.model_copy(update={"status": status})
-                case DeletePods(names=names):  # force too: a lost node's processes are dead
+                case DeletePods(names=names, force=force):
                     for name in names:
-                        self.cluster.delete(name)
+                        self.cluster.delete(name, force)
                 case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
                     self._assign(epoch, nodes, dict(ranks))
                 case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes):
@@ -73,9 +77,19 @@ class LocalExecutor:
                 case CreateStandbyPod(epoch=epoch, index=index):
                     name = standby_pod_name(self.job.metadata.name or "job", epoch, index)
                     self._create(LocalPod(name, epoch, index, "standby", 0, now), 1)
-                case ObserveRecovery(seconds=seconds, parts=parts):
+                case ObserveRecovery(
+                    seconds=seconds, parts=parts, resumed=resumed, redone_steps=redone, epoch=epoch
+                ):
                     self.recoveries.append(round(seconds, 3))
                     self.recovery_parts.append(dict(parts))
+                    self.resumes.append(
+                        Recovery(
+                            epoch=epoch,
+                            from_step=resumed.step if resumed else None,
+                            source=resumed.source if resumed else None,
+                            steps_redone=redone,
+                        )
+                    )
                 case EmitEvent(reason=reason, message=message, type=kind):
                     self.record(Event(now, reason, message, kind))
                 case _:  # children, PodGroups, TTL deletion: nothing to do on one machine
@@ -114,6 +128,7 @@ class LocalExecutor:
             self.job, pod.name, pod.epoch, rank, nodes, self._port(pod.epoch), self.workdir,
             self.run_id, self.heartbeat_seconds,
         )  # fmt: skip
+        launch.env.update(self.extra_env)
         if pod.role == "standby":
             launch.env[env.PHALANX_STANDBY] = "1"
         pod.launch = launch

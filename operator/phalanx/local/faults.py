@@ -1,15 +1,18 @@
 """Failure injection and capacity changes for local runs: what to break, and when.
 
-Why a schedule of plain data: the CLI parses flags into it, tests and `bench/recovery` build it
-directly, and the runner applies what is due at each tick, recording when it struck so that
-detection and recovery can be measured from the real moment of the fault.
+When is a time, a training step, the first checkpoint, or a start-up phase: on a slow or busy
+machine a fault timed from the run's start can strike before training began, so what a run
+shows would depend on the machine's speed. Why a schedule of plain data: the CLI parses flags
+into it, tests and `bench/recovery` build it directly, and the runner applies what is due at
+each tick, recording when it struck so that detection and recovery can be measured from the
+real moment of the fault.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 FaultKind = Literal["kill-node", "kill-rank", "hang-node"]
 
@@ -39,18 +42,69 @@ def parse_duration(text: str) -> float:
     return total
 
 
+PHASE_TRIGGERS = ("rendezvous", "loading", "first-step")
+"""Start-up phases a fault can strike in (see phalanx.trainer.phases); `loading` means loading
+a checkpoint, so it strikes in the first epoch that resumes from one."""
+
+
 @dataclass(frozen=True)
 class Fault:
-    """One injected failure, `at` seconds after the run starts."""
+    """One injected failure: due `at` seconds after the run starts, once training reached `step`,
+    once a checkpoint is committed (`after_checkpoint`), or, with `phase`, when a worker of the
+    target node enters that start-up phase (the conditions add up)."""
 
     kind: FaultKind
-    at: float
+    at: float = 0.0
     node_rank: int | None = None
     """The node (of the epoch running then) it hits; None: the last node rank."""
     rank: int | None = None
     """For kill-rank: the global worker rank to SIGKILL."""
     lose_node: bool = True
     """For kill-node: the machine is gone too (capacity drops by one), not just its processes."""
+    step: int | None = None
+    """Due once the job's reported step reached this."""
+    after_checkpoint: bool = False
+    """Due once the job has a committed checkpoint."""
+    phase: str | None = None
+    """Armed when due, it strikes as a worker enters this phase (one of PHASE_TRIGGERS)."""
+
+    def due(self, elapsed: float, step: int | None, checkpointed: bool) -> bool:
+        """Whether its time, step and checkpoint conditions hold."""
+        if elapsed < self.at or (self.after_checkpoint and not checkpointed):
+            return False
+        return self.step is None or (step is not None and step >= self.step)
+
+
+class Trigger(TypedDict, total=False):
+    """The `Fault` fields that say when it strikes."""
+
+    at: float
+    step: int
+    after_checkpoint: bool
+    phase: str
+
+
+def parse_trigger(text: str) -> Trigger:
+    """`Fault` fields for WHEN: a duration after the start (`20s`), `step:N` (once training
+    reached step N), `checkpoint` (once a checkpoint is committed), or a start-up phase
+    (`rendezvous`, `loading` (of a checkpoint), `first-step`)."""
+    text = text.strip()
+    if text in PHASE_TRIGGERS:
+        return {"phase": text}
+    if text == "checkpoint":
+        return {"after_checkpoint": True}
+    kind, sep, value = text.partition(":")
+    if sep and kind == "step":
+        if not value.isdigit():
+            raise ValueError(f"{text!r}: step:N takes a whole number (example: step:60)")
+        return {"step": int(value)}
+    try:
+        return {"at": parse_duration(text)}
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a time (20s), step:N, checkpoint, or a phase "
+            f"({', '.join(PHASE_TRIGGERS)})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -68,10 +122,12 @@ class FaultPlan:
     faults: list[Fault] = field(default_factory=list)
     capacity: list[CapacityChange] = field(default_factory=list)
 
-    def due_faults(self, elapsed: float) -> list[Fault]:
-        """Faults due by `elapsed`, removed from the plan."""
-        due = [f for f in self.faults if f.at <= elapsed]
-        self.faults = [f for f in self.faults if f.at > elapsed]
+    def due_faults(
+        self, elapsed: float, step: int | None = None, checkpointed: bool = False
+    ) -> list[Fault]:
+        """Faults due now (see `Fault.due`), removed from the plan, earliest `at` first."""
+        due = [f for f in self.faults if f.due(elapsed, step, checkpointed)]
+        self.faults = [f for f in self.faults if f not in due]
         return sorted(due, key=lambda f: f.at)
 
     def due_capacity(self, elapsed: float) -> list[CapacityChange]:
@@ -93,9 +149,9 @@ def parse_capacity_schedule(text: str) -> list[CapacityChange]:
 
 
 def parse_kill_rank(text: str, default_at: float) -> Fault:
-    """`RANK` or `RANK@TIME` (example: `1@30s`)."""
+    """`RANK` or `RANK@WHEN` (examples: `1@30s`, `1@step:60`; see `parse_trigger`)."""
     rank, _, when = text.partition("@")
     if not rank.strip().isdigit():
-        raise ValueError(f"{text!r} is not RANK or RANK@TIME (example: 1@30s)")
-    at = parse_duration(when) if when else default_at
-    return Fault("kill-rank", at, rank=int(rank))
+        raise ValueError(f"{text!r} is not RANK or RANK@WHEN (examples: 1@30s, 1@step:60)")
+    trigger = parse_trigger(when) if when else {"at": default_at}
+    return Fault("kill-rank", rank=int(rank), **trigger)

@@ -2,18 +2,24 @@
 worker rank, or SIGSTOP a node so that it hangs.
 
 A fault that finds no running target (the gang is between epochs) waits for the next tick, so it
-always strikes a running gang and its time is the moment it really struck.
+always strikes a running gang and its time is the moment it really struck. A fault aimed at a
+start-up phase is armed in the run's fault directory instead, and struck by the worker that
+enters the phase (see phalanx.trainer.phases); `finish_struck` applies the rest to its node.
 """
 
 from __future__ import annotations
 
+import json
 import signal
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 
 from phalanx.local import processes
 from phalanx.local.cluster import LocalCluster, LocalPod
 from phalanx.local.faults import Fault
 from phalanx.local.summary import InjectedFault
+from phalanx.models.env import FAULT_ARMED_SUFFIX as ARMED_SUFFIX
+from phalanx.models.env import FAULT_STRUCK_SUFFIX as STRUCK_SUFFIX
 from phalanx.models.job import TrainingJob
 
 
@@ -62,4 +68,48 @@ def describe(record: InjectedFault) -> str:
         "kill-rank": f"SIGKILLed worker rank {record.rank} on",
         "hang-node": "SIGSTOPped the node",
     }[record.kind]
-    return f"{what} {record.node} ({record.pod})"
+    where = f"{what} {record.node} ({record.pod})"
+    return where + (f" as it entered {record.phase}" if record.phase else "")
+
+
+def arm(directory: Path, index: int, fault: Fault) -> None:
+    """Arm a phase fault for the workers to strike (see phalanx.trainer.phases)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    body = {"kind": fault.kind, "phase": fault.phase, "nodeRank": fault.node_rank,
+            "rank": fault.rank}  # fmt: skip
+    tmp = directory / f".{index}.tmp"
+    tmp.write_text(json.dumps(body))
+    tmp.replace(directory / f"{index}{ARMED_SUFFIX}")
+
+
+def finish_struck(cluster: LocalCluster, directory: Path) -> list[InjectedFault]:
+    """Phase faults a worker struck since the last look: stop or kill the rest of its node, as
+    the fault says, and return what struck, when and where."""
+    records = []
+    for path in sorted(directory.glob(f"*{STRUCK_SUFFIX}")):
+        try:
+            struck = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if "time" not in struck:
+            continue  # claimed, not yet recorded: next tick
+        path.rename(path.with_suffix(".done"))
+        pod = cluster.pods.get(str(struck.get("pod")))
+        kind = struck["kind"]
+        if pod is not None and pod.process is not None:
+            if kind == "hang-node":
+                processes.signal_tree(pod.process.pid, signal.SIGSTOP)
+            elif kind == "kill-node" and pod.node is not None:
+                cluster.lose_node(pod.node, f"node {pod.node} lost (injected: kill-node)")
+        records.append(
+            InjectedFault(
+                kind=kind,
+                time=datetime.fromtimestamp(struck["time"], UTC),
+                pod=str(struck.get("pod")),
+                node=pod.node if pod else None,
+                epoch=int(struck.get("epoch", 0)),
+                rank=struck.get("rank"),
+                phase=struck.get("phase"),
+            )
+        )
+    return records

@@ -9,11 +9,14 @@ file paths), so a script that runs locally runs the same in a pod.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from phalanx.local.cluster import Launch
 from phalanx.local.processes import RUN_MARKER_ENV
@@ -101,11 +104,46 @@ def container_env(job: TrainingJob) -> dict[str, str]:
     return {e.name: e.value for e in container.env or () if e.value is not None}
 
 
-def memory_root(run_id: str) -> Path:
-    """Where a run's pods keep their memory snapshots: host memory (/dev/shm) where there is
-    one. Per run, so that the runner can remove what a killed agent left behind."""
+MEMORY_PREFIX = "phalanx-"
+
+
+def _memory_base() -> Path:
     shared = Path("/dev/shm")
-    return (shared if shared.is_dir() else Path(tempfile.gettempdir())) / f"phalanx-{run_id}"
+    return shared if shared.is_dir() else Path(tempfile.gettempdir())
+
+
+def memory_root(run_id: str, pid: int | None = None) -> Path:
+    """Where a run's pods keep their memory snapshots: host memory (/dev/shm) where there is
+    one. Per run, so that the runner can remove what a killed agent left behind, and named with
+    the runner's pid (default: this process), so that a later run can remove what a killed
+    runner left behind (see `sweep_memory_roots`)."""
+    return _memory_base() / f"{MEMORY_PREFIX}{os.getpid() if pid is None else pid}-{run_id}"
+
+
+def sweep_memory_roots() -> list[Path]:
+    """Remove the memory roots of this user's runs whose runner is gone (SIGKILLed: it could not
+    clean up); returns them. Those of runs still going are kept."""
+    swept = []
+    for path in _memory_base().glob(f"{MEMORY_PREFIX}*-*"):
+        pid = path.name.removeprefix(MEMORY_PREFIX).partition("-")[0]
+        try:
+            mine = path.is_dir() and path.lstat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            swept.append(path)
+    return swept
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie is gone)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
 
 
 def node_launch(

@@ -22,8 +22,9 @@ from phalanx.local import inject, processes
 from phalanx.local.cluster import LocalCluster
 from phalanx.local.executor import Event, LocalExecutor
 from phalanx.local.faults import FaultPlan
-from phalanx.local.launch import Workdir, memory_root
+from phalanx.local.launch import Workdir, memory_root, sweep_memory_roots
 from phalanx.local.summary import InjectedFault, RunEvent, RunSummary
+from phalanx.models import env
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.job import TrainingJob
 from phalanx.models.status import CheckpointRef, Progress, TrainingJobStatus
@@ -83,6 +84,10 @@ class LocalRun:
             job, self.cluster, self.workdir, self.run_id, options.heartbeat_seconds, on_event
         )
         self.faults: list[InjectedFault] = []
+        self.fault_dir = self.workdir.root / "faults"
+        self.armed = 0
+        if any(f.phase is not None for f in options.faults.faults):
+            self.executor.extra_env[env.PHALANX_FAULT_DIR] = str(self.fault_dir)
         self.stop_requests = 0
         self.message: str | None = None
         self.started = time.monotonic()
@@ -107,7 +112,9 @@ class LocalRun:
         if self.options.fresh:
             shutil.rmtree(self.workdir.root, ignore_errors=True)
         self.workdir.root.mkdir(parents=True, exist_ok=True)
+        sweep_memory_roots()  # what runs killed with SIGKILL left in /dev/shm
         self.workdir.heartbeat.unlink(missing_ok=True)
+        shutil.rmtree(self.fault_dir, ignore_errors=True)  # an earlier run's armed faults
         self.started = time.monotonic()
         capacity = self.options.capacity
         default = self.job.spec.desired_nodes + self.job.spec.spares
@@ -150,14 +157,26 @@ class LocalRun:
             self.executor.record(
                 Event(_now(), "Capacity", f"local cluster now holds {change.nodes} nodes{note}")
             )
-        for fault in schedule.due_faults(elapsed):
-            now = _now()
-            record = inject.strike(self.cluster, self.job, fault, now)
+        progress, status = self.status.progress, self.status
+        step = progress.step if progress is not None else None
+        for fault in schedule.due_faults(elapsed, step, status.last_checkpoint is not None):
+            if fault.phase is not None:  # struck by the worker that enters the phase
+                inject.arm(self.fault_dir, self.armed, fault)
+                self.armed += 1
+                continue
+            record = inject.strike(self.cluster, self.job, fault, _now())
             if record is None:  # no running gang to hit yet
                 schedule.faults.append(fault)
                 continue
-            self.faults.append(record)
-            self.executor.record(Event(now, "FaultInjected", inject.describe(record), "Warning"))
+            self._struck(record)
+        if self.armed:
+            for record in inject.finish_struck(self.cluster, self.fault_dir):
+                self._struck(record)
+
+    def _struck(self, record: InjectedFault) -> None:
+        self.faults.append(record)
+        event = Event(record.time, "FaultInjected", inject.describe(record), "Warning")
+        self.executor.record(event)
 
     def _heartbeat(self) -> Heartbeat | None:
         try:
@@ -221,6 +240,7 @@ class LocalRun:
             lost_seconds=round(status.lost_seconds, 3),
             recoveries=self.executor.recoveries,
             recovery_parts=self.executor.recovery_parts,
+            resumes=self.executor.resumes,
             duration_seconds=round(self.elapsed, 3),
             faults=self.faults,
             events=[

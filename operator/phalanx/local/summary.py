@@ -12,6 +12,7 @@ from datetime import datetime
 from pydantic import Field
 
 from phalanx.models.base import KubeModel
+from phalanx.models.heartbeat import Resume, ResumeSource
 from phalanx.models.status import (
     CheckpointRef,
     Condition,
@@ -20,10 +21,11 @@ from phalanx.models.status import (
     Progress,
     Restarts,
 )
+from phalanx.operator.planner import timeline
 
 
 class InjectedFault(KubeModel):
-    """A failure the run injected (`--kill-node-after`, `--kill-rank`, `--hang-node-after`)."""
+    """A failure the run injected (`--kill-node-at`, `--kill-rank`, `--hang-node-at`)."""
 
     kind: str
     """kill-node, kill-rank or hang-node."""
@@ -42,6 +44,30 @@ class InjectedFault(KubeModel):
 
     rank: int | None = None
     """The global worker rank, for kill-rank."""
+
+    phase: str | None = None
+    """The start-up phase a worker of the pod had just entered, for a fault aimed at one."""
+
+
+class Recovery(KubeModel):
+    """What one recovery resumed from (see `recoveries` for how long it took)."""
+
+    epoch: int
+    """The epoch that resumed."""
+
+    from_step: int | None = None
+    """The step of the state it loaded; None: no checkpoint yet, it started from the start."""
+
+    source: ResumeSource | None = None
+    """memory (the ranks' own snapshots), peer (a replica's snapshot) or storage."""
+
+    steps_redone: int | None = None
+    """Steps trained again, at least: the last step seen before the failure less `fromStep`."""
+
+    def describe(self) -> str:
+        """`resumed from step 40 (memory), at least 7 steps redone`, or `from the start: ...`."""
+        resumed = Resume.model_validate({"step": self.from_step, "source": self.source})
+        return timeline.describe_resume(resumed, self.steps_redone)
 
 
 class RunEvent(KubeModel):
@@ -112,7 +138,9 @@ class RunSummary(KubeModel):
     recovery_parts: list[dict[str, float]] = Field(default_factory=list)
     """Where each recovery's seconds went: detect, assign, start, rendezvous, build, load,
     first step, report (see phalanx.operator.planner.timeline)."""
-    """Seconds from each failure seen to the new epoch's first training step."""
+
+    resumes: list[Recovery] = Field(default_factory=list)
+    """What each recovery resumed from, and the steps it redid (in `recoveries`' order)."""
 
     duration_seconds: float
     """Wall time of the run."""

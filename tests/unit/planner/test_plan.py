@@ -139,7 +139,7 @@ def test_recovery_time_is_observed_at_the_new_epochs_first_step() -> None:
     j, plan = step(j, Observed(pods=tuple(pods(2, 4))), at(27.5))
     assert plan.of_type(ObserveRecovery) == [], "running pods are not training yet"
     j, plan = step(j, Observed(pods=tuple(pods(2, 4)), heartbeat=beat(2, 41)), at(33))
-    assert plan.of_type(ObserveRecovery) == [ObserveRecovery(13, "infrastructure")]
+    assert plan.of_type(ObserveRecovery) == [ObserveRecovery(13, "infrastructure", epoch=2)]
     assert j.status.recovering_since is None  # type: ignore[union-attr]
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from phalanx.models import env
-from phalanx.models.heartbeat import Heartbeat, StartupTimes
+from phalanx.models.heartbeat import Heartbeat, Resume, StartupTimes
 from phalanx.models.status import CheckpointRef
 
 PROGRESS_FILE_ENV = env.PHALANX_PROGRESS_FILE
@@ -61,6 +61,7 @@ class HeartbeatWriter:
     _last: float = field(default_factory=time.monotonic)
     checkpoint: CheckpointRef | None = None
     startup: StartupTimes | None = None
+    resumed: Resume | None = None
 
     def step_done(
         self, step: int, loss: float, samples: int, data_epoch: int, gather_every: int = 10
@@ -88,6 +89,7 @@ class HeartbeatWriter:
             window_steps=len(self._times) if rank_times else 0,
             checkpoint=self.checkpoint,
             startup=self.startup,
+            resumed=self.resumed,
         )
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(beat.model_dump_json(by_alias=True, exclude_none=True))

@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 
 from phalanx.models import env, exits
-from phalanx.models.heartbeat import StartupTimes
-from phalanx.trainer import distributed, parallel
+from phalanx.models.heartbeat import Resume, StartupTimes
+from phalanx.trainer import distributed, parallel, phases
 from phalanx.trainer.checkpoint import CheckpointManager
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.contract import PodEnv
@@ -77,6 +77,13 @@ class Trainer:
     def _on_sigterm(self, *_: object) -> None:
         self.preempted = True
 
+    def can_resume(self) -> bool:
+        """Whether there is state to resume from: a committed checkpoint or this rank's memory
+        snapshot (the start-up phase `loading` then loads something)."""
+        return self.checkpoints.newest_valid() is not None or (
+            self.memory.enabled and self.memory.path.exists()
+        )
+
     def resume(self) -> None:
         """From the ranks' memory snapshots when all hold the same one and it is not older than
         the newest checkpoint on storage; else from storage (resharded as needed)."""
@@ -84,6 +91,9 @@ class Trainer:
         source = self.memory.source
         if step is None:
             step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
+        self.heartbeat.resumed = Resume.model_validate(
+            {"step": step, "source": source if step is not None else None}
+        )
         self._log({"event": "resume", "step": self.progress.step, "world": self.world,
                    "from": step, "source": source if step is not None else None})  # fmt: skip
 
@@ -94,6 +104,7 @@ class Trainer:
             loss = self.train_step()
             if first:  # the first step of this run, resumed or not: peers are all here now
                 first = False
+                phases.enter("training")
                 distributed.shorten_timeouts(
                     distributed.Timeouts(
                         steady=timedelta(seconds=config.collective_timeout_seconds)
@@ -210,13 +221,16 @@ def main() -> None:
     pod = PodEnv()
     with distributed.failures_as_exit_codes():
         timeouts = distributed.Timeouts()
+        phases.enter("rendezvous")
         distributed.init(timeouts)
         distributed.preflight(timeouts)
         startup.mark("rendezvous")
         trainer = Trainer(config, pod)
         startup.mark("built")
+        phases.enter("loading", resuming=trainer.can_resume())
         trainer.resume()
         startup.mark("loaded")
+        phases.enter("first-step")
         trainer.train(startup)
         trainer.close()
         dist.destroy_process_group()

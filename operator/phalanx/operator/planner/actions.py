@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from phalanx.models.heartbeat import Resume
 from phalanx.models.status import TrainingJobStatus
 
 T = TypeVar("T")
@@ -96,6 +97,13 @@ class ObserveRecovery:
     failure_class: str
     parts: tuple[tuple[str, float], ...] = ()
     """Where the time went, in order (see `planner.timeline`), when the epoch reported it."""
+    resumed: Resume | None = None
+    """What the new epoch resumed from, when it reported it."""
+    redone_steps: int | None = None
+    """Steps trained again: the last step seen before the failure less the step resumed from
+    (at least that many; the heartbeat lags the trainer by up to a period)."""
+    epoch: int = 0
+    """The epoch that resumed."""
 
 
 @dataclass(frozen=True)

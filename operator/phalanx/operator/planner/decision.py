@@ -165,9 +165,10 @@ class Decision:
         since = max(running, saved) if saved else running
         self.status.lost_seconds += max((self.now - since).total_seconds(), 0.0)
 
-    def finish_recovery(self) -> None:
-        """The new epoch trains (its first step): observe the recovery time and where it went,
-        count it as lost, and end the Restarting / Resizing conditions."""
+    def finish_recovery(self, step_before: int | None = None) -> None:
+        """The new epoch trains (its first step): observe the recovery time, where it went and
+        what it resumed from, count it as lost, and end the Restarting / Resizing conditions.
+        `step_before`: the last step seen before the recovery (for the steps redone)."""
         self.clear_condition("Restarting", "Recovered")
         self.clear_condition("Resizing", "Resized")
         since = self.status.recovering_since
@@ -175,14 +176,22 @@ class Decision:
             return
         failure_class = self.status.failures[-1].failure_class if self.status.failures else "none"
         beat = self.observed.heartbeat
-        startup = beat.startup if beat is not None and beat.epoch == self.status.epoch else None
+        fresh = beat is not None and beat.epoch == self.status.epoch
+        startup = beat.startup if beat is not None and fresh else None
+        resumed = beat.resumed if beat is not None and fresh else None
         failed_at = self.status.failed_at
         seconds = max((self.now - (failed_at or since)).total_seconds(), 0.0)
         parts = timeline.parts(failed_at, since, startup, self.now)
-        self.actions.append(ObserveRecovery(seconds, failure_class, parts))
+        redone = None
+        if resumed is not None and step_before is not None:
+            redone = max(step_before - (resumed.step or 0), 0)
+        self.actions.append(
+            ObserveRecovery(seconds, failure_class, parts, resumed, redone, self.status.epoch)
+        )
         self.event(
             "Recovered",
-            f"epoch {self.status.epoch} trains again {timeline.describe(seconds, parts)}",
+            f"epoch {self.status.epoch} trains again {timeline.describe(seconds, parts)}"
+            + (f"; {timeline.describe_resume(resumed, redone)}" if resumed is not None else ""),
         )
         self.status.lost_seconds += seconds
         self.status.recovering_since = None

@@ -14,7 +14,7 @@ from datetime import datetime
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import MAX_EPOCH, node_pod_name
 from phalanx.models.status import TrainingJobStatus
-from phalanx.operator.planner import elastic, inplace, lifecycle
+from phalanx.operator.planner import elastic, inplace, lifecycle, startup
 from phalanx.operator.planner.actions import (
     AssignEpoch,
     CreateNodePod,
@@ -209,7 +209,8 @@ def success(d: Decision, _: PlannerConfig) -> bool:
     if not lifecycle.succeeded(pods, d.status.nodes):
         return False
     d.set_phase("Succeeded")
-    d.finish_recovery()  # a resumed epoch with no step left to train
+    progress = d.status.progress  # a resumed epoch with no step left to train
+    d.finish_recovery(progress.step if progress is not None else None)
     d.status.completion_time = d.now
     d.set_condition(
         "Succeeded", True, "AllRanksSucceeded", f"all {d.status.nodes} node pods exited 0"
@@ -233,6 +234,8 @@ LADDER: tuple[Step, ...] = (
     failures,
     success,
     track_progress,
+    startup.frozen_agents,
+    startup.stuck_startup,
     hang,
     stragglers,
     shrink,

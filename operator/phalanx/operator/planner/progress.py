@@ -25,6 +25,12 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
         )
     beat = d.observed.heartbeat
     if beat is not None and heartbeat.advanced(d.status, beat):
+        previous = d.status.progress
+        if previous is None or previous.epoch != beat.epoch:
+            started = d.status.current.running_time
+            if started is not None:
+                seconds = round(max((d.now - started).total_seconds(), 0.0), 3)
+                d.status.startup_seconds = max(d.status.startup_seconds or 0.0, seconds)
         step_seconds = heartbeat.slowest_step_seconds(beat)
         if step_seconds is None and d.status.progress is not None:
             step_seconds = d.status.progress.step_seconds  # most heartbeats carry no window
@@ -38,7 +44,8 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
             updated_at=d.now,
         )
         d.status.consecutive_failures = 0
-        d.finish_recovery()  # training resumed: start-up and checkpoint load were part of it
+        # training resumed: start-up and checkpoint load were part of the recovery
+        d.finish_recovery(previous.step if previous is not None else None)
     if beat is not None and beat.checkpoint is not None:
         d.status.last_checkpoint = beat.checkpoint.model_copy()
     return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from phalanx.models.heartbeat import StartupTimes
+from phalanx.models.heartbeat import Resume, StartupTimes
 
 PARTS = ("detect", "assign", "start", "rendezvous", "build", "load", "first step", "report")
 """In order: failure -> restart decided -> workers spawned -> program running -> process group
@@ -37,3 +37,16 @@ def describe(seconds: float, parts: tuple[tuple[str, float], ...]) -> str:
     """`2.10 s after the failure (detect 0.10 s, assign 0.20 s, ...)` for an event message."""
     detail = ", ".join(f"{name} {value:.2f} s" for name, value in parts)
     return f"{seconds:.2f} s after the failure" + (f" ({detail})" if detail else "")
+
+
+def describe_resume(resumed: Resume, redone: int | None) -> str:
+    """`resumed from step 40 (memory), at least 7 steps redone`, or `from the start: no
+    checkpoint yet`. At least: the steps are counted from the last step the heartbeat showed
+    before the failure, and the trainer may have gone a few further."""
+    if resumed.step is None:
+        what = "from the start: no checkpoint yet"
+    else:
+        what = f"resumed from step {resumed.step}" + (
+            f" ({resumed.source})" if resumed.source else ""
+        )
+    return what + (f", at least {redone} steps redone" if redone is not None else "")

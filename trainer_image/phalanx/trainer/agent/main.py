@@ -27,8 +27,9 @@ from pathlib import Path
 
 from phalanx.models import env as contract
 from phalanx.models import exits
-from phalanx.models.assignment import AgentReport, AgentState, EpochAssignment
+from phalanx.models.assignment import AgentPhase, AgentReport, AgentState, EpochAssignment
 from phalanx.trainer.agent.channel import Assignments, FileAssignments, FileReports, Reports
+from phalanx.trainer.agent.liveness import Liveness, tracks_phases
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
 from phalanx.trainer.agent.supervisor import POLL_SECONDS, Outcome, Supervisor
 from phalanx.trainer.agent.warm import Launcher
@@ -109,6 +110,8 @@ class Gang:
     progress: Path
     sink: HeartbeatSink | None
     period: float
+    liveness: Liveness
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
     last_beat: float = 0.0
 
     def publish(self, force: bool = False) -> None:
@@ -166,6 +169,7 @@ class Agent:
                 self._follow(self.assignments.current())
             if self.gang is not None:
                 self.gang.publish()
+                self._renew(self.gang)
                 outcome = self.gang.supervisor.poll()
                 if outcome is not None:
                     code = self._ended(outcome)
@@ -195,9 +199,12 @@ class Agent:
             if self.memory is None
             else {contract.PHALANX_CHECKPOINT_MEMORY_DIR: str(self.memory)}
         )
+        phase_files = []
         for local_rank in range(pod.nproc_per_node):
             worker_env = pod.worker_env(local_rank)
             rank = int(worker_env[contract.RANK])
+            phase_file = self.rundir / f"phase-{assignment.epoch}-{rank}"
+            phase_files.append(phase_file)
             supervisor.spawn(
                 {
                     **env,
@@ -205,6 +212,7 @@ class Agent:
                     contract.PHALANX_WORKER_ERROR_FILE: str(self.rundir / f"error-{rank}"),
                     contract.PHALANX_PROGRESS_FILE: str(progress),
                     contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
+                    contract.PHALANX_PHASE_FILE: str(phase_file),
                     **memory,
                 },
                 local_rank,
@@ -212,9 +220,21 @@ class Agent:
                 self.rundir / f"error-{rank}",
             )
         period = float(env.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
-        self.gang = Gang(assignment.epoch, supervisor, progress, heartbeat_sink(pod), period)
-        workers = {str(w.rank): w.process.pid for w in supervisor.workers}
-        self.report("running", assignment.epoch, workers=workers)
+        liveness = Liveness(phase_files, tracks_phases(self.launcher.argv), period)
+        self.gang = Gang(
+            assignment.epoch, supervisor, progress, heartbeat_sink(pod), period, liveness
+        )
+        self._renew(self.gang)
+
+    def _renew(self, gang: Gang) -> None:
+        """Say that this pod is alive, and in which phase, when due (see `Liveness`)."""
+        phase = gang.liveness.due()
+        if phase is None:
+            return
+        workers = {str(w.rank): w.process.pid for w in gang.supervisor.workers}
+        self.report(
+            "running", gang.epoch, workers=workers, phase=phase, since=gang.started,
+        )  # fmt: skip
 
     def _ended(self, outcome: Outcome) -> int | None:
         """The gang ended: the exit code, or None when the agent waits for the next epoch."""
@@ -263,12 +283,18 @@ class Agent:
         message: str | None = None,
         failed_at: datetime | None = None,
         workers: dict[str, int] | None = None,
+        phase: AgentPhase | None = None,
+        since: datetime | None = None,
     ) -> None:
+        """Publish the pod's state; a renewal (`phase` given) keeps the state's start `since`
+        as its time and stamps `renewed`."""
         if self.reports is None:
             return
+        now = datetime.now(UTC)
         report = AgentReport(
             pod=self.name, state=state, epoch=epoch, exit_code=code, message=message,
-            time=datetime.now(UTC), failed_at=failed_at, workers=workers or {},
+            time=since or now, failed_at=failed_at, workers=workers or {}, phase=phase,
+            renewed=now if phase is not None else None,
         )  # fmt: skip
         try:
             self.reports.publish(report)
@@ -313,6 +339,12 @@ def build(command: list[str]) -> Agent:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if parent := os.environ.pop(contract.PHALANX_PARENT_PID, None):
+        # Started by `phalanx run`: die with it, even SIGKILLed (not in a pod: PID 1 there).
+        from phalanx.trainer.agent import lifeline
+
+        lifeline.die_with_parent()
+        lifeline.exit_if_gone(int(parent))
     command = (argv if argv is not None else sys.argv[1:]) or REFERENCE_TRAINER
     return build(command).run()
 

@@ -9,12 +9,18 @@ shell script, a binary) starts as a plain subprocess.
 
 Forking after importing torch is safe while that process has not started CUDA or thread pools:
 the server only imports, it never runs an operator.
+
+Workers die with the agent, however it dies (see `lifeline`): a plain subprocess gets SIGKILL
+when the agent dies; a warm worker gets it when the fork server dies. The server exits once no
+process holds its "alive" pipe; every fork inherits one end of it, so a worker closes its copy
+first thing, and then only the agent holds it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import runpy
 import subprocess
@@ -23,6 +29,9 @@ from dataclasses import dataclass
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Protocol
+
+from phalanx.models import env as contract
+from phalanx.trainer.agent import lifeline
 
 WARM_MODULES = (
     "torch",
@@ -74,9 +83,24 @@ def python_command(argv: list[str]) -> PythonCommand | None:
     return None
 
 
+def _release_fork_server() -> None:
+    """Close this fork's copy of the fork server's "alive" pipe (multiprocessing passes one to
+    every fork, for forks that fork in turn): the server exits when no copy is left, so while a
+    worker held one, the server, and so the worker, would outlive the agent."""
+    state = vars(multiprocessing.forkserver._forkserver)
+    alive = state.get("_forkserver_alive_fd")
+    if isinstance(alive, int):
+        os.close(alive)
+        state["_forkserver_alive_fd"] = None  # a fork server this worker wants is its own
+
+
 def _run_in_fork(command: PythonCommand, env: dict[str, str]) -> None:
-    """The body of a warm worker: its own session (so the agent can signal its whole group),
-    the worker's environment, then the command as `python` would run it."""
+    """The body of a warm worker: dies with the fork server (so with the agent), its own session
+    (so the agent can signal its whole group), the worker's environment, then the command as
+    `python` would run it."""
+    lifeline.die_with_parent()
+    _release_fork_server()  # not before: until then, the server cannot exit
+    lifeline.exit_if_gone(int(env[contract.PHALANX_AGENT_PID]))
     os.setsid()
     os.environ.clear()
     os.environ.update(env)
@@ -163,8 +187,15 @@ class Launcher:
             probe.join()
 
     def spawn(self, env: dict[str, str]) -> WorkerProcess:
+        """Start one worker with `env` (and the agent's pid); it dies with the agent."""
+        env = {**env, contract.PHALANX_AGENT_PID: str(os.getpid())}
         if self._context is None or self.command is None:
-            return subprocess.Popen(self.argv, env=env, start_new_session=True)
+            return subprocess.Popen(
+                self.argv,
+                env=env,
+                start_new_session=True,
+                preexec_fn=lifeline.die_with_parent_hook(),
+            )
         process = self._context.Process(
             target=_run_in_fork, args=(self.command, env), name=self.command.argv0, daemon=False
         )
