@@ -19,10 +19,10 @@ $(VENV)/.installed: pyproject.toml
 .PHONY: venv
 venv: $(VENV)/.installed ## Create .venv with Phalanx (editable) and the test and lint tools
 
-QUICKSTART := deploy/examples/quickstart.yaml --fresh --kill-node-after 20s
+QUICKSTART := deploy/examples/quickstart.yaml --fresh --kill-node-at step:60
 
 .PHONY: quickstart
-quickstart: venv ## Install, then run the quickstart on this machine with a node killed at 20 s
+quickstart: venv ## Install, then run the quickstart on this machine with a node killed at step 60
 	$(VENV)/bin/phalanx run $(QUICKSTART)
 
 .PHONY: binaries
@@ -63,6 +63,10 @@ test: $(SETUP) binaries browser ## Set up if needed, then run every test (unit +
 .PHONY: test-unit
 test-unit: $(SETUP) ## Run the tests that need no API server
 	$(PYTHON) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
+
+.PHONY: test-stress
+test-stress: $(SETUP) ## Run the local and trainer suites with one core kept busy beside them
+	bash tests/tools/with-cpu-hog.sh $(PYTHON) -m pytest tests/local tests/trainer $(PYTEST_ARGS)
 
 .PHONY: test-integration
 test-integration: $(SETUP) binaries browser ## Run the tests against the real kube-apiserver + etcd

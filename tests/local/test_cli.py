@@ -98,7 +98,7 @@ def test_help_everywhere(command: list[str]) -> None:
 
 def test_bad_flag_values_are_exit_2_naming_the_flag(tmp_path: Path) -> None:
     for flags, words in (
-        (["--capacity-schedule", "30s"], "TIME=NODES"),
+        (["--capacity-schedule", "30s"], "WHEN=NODES"),
         (["--kill-node-at", "soon"], "--kill-node-at"),
         (["--hang-node-at", "step:x"], "step:N"),
         (["--kill-rank", "x@1s"], "RANK@WHEN"),

@@ -18,7 +18,7 @@ import pytest
 from tests.support.gang import check_exactly_once, kept_trajectory, records
 from tests.support.local import event_reasons, manifest, phalanx
 
-STEPS = 300  # long enough that both faults strike while training (start-up takes 10-15 s)
+STEPS = 300  # the faults strike at steps 40 and 120, capacity returns at step 150
 GLOBAL_BATCH = 16  # the quickstart's
 DATASET = 240  # the trainer's default
 
@@ -39,7 +39,8 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
     workdir = tmp_path / "faulted"
     run = phalanx(
         "run", str(job), "--workdir", str(workdir), "-o", "json",
-        "--kill-rank", "1@20s", "--kill-node-after", "32s", "--capacity-schedule", "34s=5",
+        "--kill-rank", "1@step:40", "--kill-node-at", "step:120",
+        "--capacity-schedule", "step:150=5",
     )  # fmt: skip
     assert run.code == 0, run.stderr[-4000:]
     summary = run.summary

@@ -1,4 +1,4 @@
-"""The README's first command: the quickstart on 4 local nodes, one node killed at about 20 s.
+"""The README's first command: the quickstart on 4 local nodes, one node killed at step 60.
 
 Covers: the same arguments as `make quickstart`; one restart, straight at 3 nodes, after the node
 is lost (the survivors carry over in place; no wait for a replacement that cannot come);
@@ -19,7 +19,8 @@ from tests.support.local import event_reasons, phalanx, quickstart_args
 @pytest.mark.slow
 def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
     args = quickstart_args()
-    assert "--kill-node-after" in args
+    assert "--kill-node-at" in args
+    assert "step:60" in args, "the fault follows training, not the clock"
     run = phalanx("run", *args, "--workdir", str(tmp_path), "--output", "json")
     assert run.code == 0, run.stderr[-4000:]
     summary = run.summary
@@ -52,4 +53,9 @@ def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
     assert resumes[-1]["world"] == 3
     assert resumes[-1]["from"] is not None
     assert resumes[-1]["from"] > 0, "the shrunk gang did not resume from a checkpoint"
+    [resume] = summary["resumes"]
+    assert resume["fromStep"] == resumes[-1]["from"], "the summary says what the trainer loaded"
+    assert resume["fromStep"] >= 60 - 10, "the fault came after step 60, snapshots every 10"
+    assert resume["stepsRedone"] >= 0
+    assert f"resumed from step {resume['fromStep']}" in run.stderr, "the text summary says it"
     assert len(run.stdout.strip().splitlines()) == 1

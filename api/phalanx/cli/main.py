@@ -123,7 +123,7 @@ def run(
     ] = None,
     capacity_schedule: Annotated[
         list[str],
-        typer.Option(help="Capacity over time, e.g. 30s=4,90s=2 (grow or shrink the cluster)."),
+        typer.Option(help="Capacity over time or progress, e.g. 30s=4,step:90=2 (grow or shrink)."),
     ] = [],  # noqa: B006 - typer reads the default; it is never mutated
     kill_node_at: Annotated[
         list[str],

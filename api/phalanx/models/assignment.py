@@ -64,3 +64,6 @@ class AgentReport(KubeModel):
     """For `running`: when the agent last said it is alive. It renews every heartbeat period
     until its workers train (from then on, the steps rank 0 reports show that every rank is
     alive, since a step needs them all); a pod whose agent goes silent before that is frozen."""
+    renew_seconds: Annotated[float | None, Field(gt=0)] = None
+    """How often the agent renews while it does: a pod counts as silent only after several
+    renewals were missed, whatever the timeout."""

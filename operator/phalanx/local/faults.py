@@ -109,10 +109,17 @@ def parse_trigger(text: str) -> Trigger:
 
 @dataclass(frozen=True)
 class CapacityChange:
-    """From `at` seconds on, the local cluster holds `nodes` nodes."""
+    """From `at` seconds on (and once training reached `step`, when set), the local cluster
+    holds `nodes` nodes."""
 
     at: float
     nodes: int
+    step: int | None = None
+
+    def due(self, elapsed: float, step: int | None) -> bool:
+        if elapsed < self.at:
+            return False
+        return self.step is None or (step is not None and step >= self.step)
 
 
 @dataclass
@@ -130,21 +137,24 @@ class FaultPlan:
         self.faults = [f for f in self.faults if f not in due]
         return sorted(due, key=lambda f: f.at)
 
-    def due_capacity(self, elapsed: float) -> list[CapacityChange]:
-        """Capacity changes due by `elapsed`, removed from the plan."""
-        due = [c for c in self.capacity if c.at <= elapsed]
-        self.capacity = [c for c in self.capacity if c.at > elapsed]
+    def due_capacity(self, elapsed: float, step: int | None = None) -> list[CapacityChange]:
+        """Capacity changes due now, removed from the plan, earliest `at` first."""
+        due = [c for c in self.capacity if c.due(elapsed, step)]
+        self.capacity = [c for c in self.capacity if c not in due]
         return sorted(due, key=lambda c: c.at)
 
 
 def parse_capacity_schedule(text: str) -> list[CapacityChange]:
-    """`30s=4,90s=2` -> capacity 4 from 30 s, 2 from 90 s."""
+    """`30s=4,step:90=2` -> capacity 4 from 30 s, 2 once training reached step 90."""
     changes = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         when, sep, nodes = item.partition("=")
         if not sep or not nodes.strip().isdigit():
-            raise ValueError(f"{item!r} is not TIME=NODES (example: 30s=4)")
-        changes.append(CapacityChange(parse_duration(when), int(nodes)))
+            raise ValueError(f"{item!r} is not WHEN=NODES (examples: 30s=4, step:90=2)")
+        trigger = parse_trigger(when)
+        if "phase" in trigger or "after_checkpoint" in trigger:
+            raise ValueError(f"{item!r}: capacity changes at a time or a step (30s=4, step:90=2)")
+        changes.append(CapacityChange(trigger.get("at", 0.0), int(nodes), trigger.get("step")))
     return changes
 
 

@@ -151,14 +151,14 @@ class LocalRun:
 
     def _apply_schedule(self) -> None:
         elapsed, schedule = self.elapsed, self.options.faults
-        for change in schedule.due_capacity(elapsed):
+        progress, status = self.status.progress, self.status
+        step = progress.step if progress is not None else None
+        for change in schedule.due_capacity(elapsed, step):
             lost = self.cluster.set_capacity(change.nodes)
             note = f"; lost {', '.join(lost)}" if lost else ""
             self.executor.record(
                 Event(_now(), "Capacity", f"local cluster now holds {change.nodes} nodes{note}")
             )
-        progress, status = self.status.progress, self.status
-        step = progress.step if progress is not None else None
         for fault in schedule.due_faults(elapsed, step, status.last_checkpoint is not None):
             if fault.phase is not None:  # struck by the worker that enters the phase
                 inject.arm(self.fault_dir, self.armed, fault)

@@ -148,3 +148,17 @@ def test_a_recovery_says_what_it_resumed_from_and_the_steps_redone() -> None:
     assert (recovery.resumed and recovery.resumed.step, recovery.redone_steps) == (40, 7)
     [event] = [e for e in plan.of_type(EmitEvent) if e.reason == "Recovered"]
     assert "resumed from step 40 (memory), at least 7 steps redone" in event.message
+
+
+def test_a_pod_is_silent_only_after_three_missed_renewals_however_short_the_timeout() -> None:
+    j = job(failurePolicy={"hangTimeoutSeconds": 1})
+    j, _ = step(j, Observed(), at(0))
+    j = started(j, 1, 4, 1)
+    slow = [
+        replace(p, agent=p.agent.model_copy(update={"renew_seconds": 2.0}))  # type: ignore[union-attr]
+        for p in renewing(1, 4, "untracked", at(10))
+    ]
+    j, _ = step(j, Observed(pods=tuple(slow)), at(15.9))
+    assert st(j).epoch == 1, "an agent that renews every 2 s has 6 s"
+    j, _ = step(j, Observed(pods=tuple(slow)), at(16.1))
+    assert st(j).epoch == 2

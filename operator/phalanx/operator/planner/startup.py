@@ -31,6 +31,9 @@ AGENT_SILENCE_SECONDS = 15.0
 shorter, takes its place). It renews every heartbeat period (2 s on a cluster), from a loop that
 does nothing else, so 15 s is several missed renewals, not a busy moment."""
 
+MISSED_RENEWALS = 3
+"""However short the timeout, a pod is silent only once its agent missed this many renewals."""
+
 STARTUP_FLOOR_SECONDS = 120.0
 """The shortest adaptive start-up timeout, and the one used until an epoch of the job started."""
 
@@ -83,7 +86,8 @@ def silent(
     observed: Observed, epoch: int, now: datetime, timeout: float
 ) -> tuple[list[PodView], datetime | None]:
     """Running node pods of `epoch` whose agent runs the epoch but has not renewed its report
-    for `timeout` while its workers do not yet train; and when the next one would fall due."""
+    for `timeout` (and `MISSED_RENEWALS` of its periods) while its workers do not yet train; and
+    when the next one would fall due."""
     frozen, due = [], None
     for pod in observed.node_pods(epoch).values():
         report = pod.agent
@@ -94,7 +98,8 @@ def silent(
         last = _last_word(pod)
         if last is None:
             continue
-        deadline = last + timedelta(seconds=timeout)
+        allowed = max(timeout, MISSED_RENEWALS * (report.renew_seconds or 0.0))
+        deadline = last + timedelta(seconds=allowed)
         if now >= deadline:
             frozen.append(pod)
         else:

@@ -234,6 +234,7 @@ class Agent:
         workers = {str(w.rank): w.process.pid for w in gang.supervisor.workers}
         self.report(
             "running", gang.epoch, workers=workers, phase=phase, since=gang.started,
+            renew_seconds=gang.liveness.renew_seconds,
         )  # fmt: skip
 
     def _ended(self, outcome: Outcome) -> int | None:
@@ -285,6 +286,7 @@ class Agent:
         workers: dict[str, int] | None = None,
         phase: AgentPhase | None = None,
         since: datetime | None = None,
+        renew_seconds: float | None = None,
     ) -> None:
         """Publish the pod's state; a renewal (`phase` given) keeps the state's start `since`
         as its time and stamps `renewed`."""
@@ -294,7 +296,7 @@ class Agent:
         report = AgentReport(
             pod=self.name, state=state, epoch=epoch, exit_code=code, message=message,
             time=since or now, failed_at=failed_at, workers=workers or {}, phase=phase,
-            renewed=now if phase is not None else None,
+            renewed=now if phase is not None else None, renew_seconds=renew_seconds,
         )  # fmt: skip
         try:
             self.reports.publish(report)

@@ -1,0 +1,54 @@
+"""The agent's renewals: at once when its workers' phase changes, every period while it does not,
+never once they all train; a program without phases renews as `untracked`, less often."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from phalanx.trainer.agent.liveness import UNTRACKED_RENEW_SECONDS, Liveness, tracks_phases
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_renewals_follow_the_least_advanced_worker_and_stop_once_all_train(tmp_path: Path) -> None:
+    files = [tmp_path / "phase-1-0", tmp_path / "phase-1-1"]
+    clock = Clock()
+    live = Liveness(files, tracked=True, period=2.0, clock=clock)
+    assert live.due() == "starting", "the first report is due at once"
+    assert live.due() is None
+    clock.now += 2.0
+    assert live.due() == "starting", "renewed every period"
+    files[0].write_text("loading")
+    assert live.due() is None, "the other worker has not started: still starting"
+    files[1].write_text("rendezvous")
+    assert live.due() == "rendezvous", "a change is reported at once"
+    files[1].write_text("first-step")
+    assert live.due() == "loading"
+    files[0].write_text("training")
+    files[1].write_text("training")
+    assert live.due() == "training"
+    clock.now += 3600
+    assert live.due() is None, "training: steps show that every rank lives"
+
+
+def test_a_program_without_phases_renews_as_untracked_every_few_seconds(tmp_path: Path) -> None:
+    clock = Clock()
+    live = Liveness([tmp_path / "never-written"], tracked=False, period=2.0, clock=clock)
+    assert live.renew_seconds == UNTRACKED_RENEW_SECONDS
+    assert live.due() == "untracked"
+    clock.now += 2.0
+    assert live.due() is None
+    clock.now += UNTRACKED_RENEW_SECONDS
+    assert live.due() == "untracked"
+
+
+def test_only_the_reference_trainer_is_known_to_report_phases() -> None:
+    assert tracks_phases(["python", "-m", "phalanx.trainer.train", "--steps", "5"])
+    assert not tracks_phases(["python", "train.py"])
+    assert not tracks_phases(["torchrun", "--nproc-per-node", "2", "train.py"])
