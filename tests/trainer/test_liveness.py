@@ -3,9 +3,17 @@ never once they all train; a program without phases renews as `untracked`, less 
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-from phalanx.trainer.agent.liveness import UNTRACKED_RENEW_SECONDS, Liveness, tracks_phases
+from phalanx.trainer.agent.liveness import (
+    UNTRACKED_RENEW_SECONDS,
+    Liveness,
+    Renewals,
+    tracks_phases,
+)
+from tests.support.controlplane import wait_until
 
 
 class Clock:
@@ -52,3 +60,24 @@ def test_only_the_reference_trainer_is_known_to_report_phases() -> None:
     assert tracks_phases(["python", "-m", "phalanx.trainer.train", "--steps", "5"])
     assert not tracks_phases(["python", "train.py"])
     assert not tracks_phases(["torchrun", "--nproc-per-node", "2", "train.py"])
+
+
+def test_renewals_go_on_from_their_own_thread_until_stopped(tmp_path: Path) -> None:
+    """The agent's loop may block (a cold fork server's first fork imports torch): the renewals
+    must not, or a busy agent would read as a frozen one."""
+    sent: list[tuple[int, str, dict[str, int]]] = []
+    renewals = Renewals(lambda epoch, phase, _, __, workers: sent.append((epoch, phase, workers)))
+    since = datetime.now(UTC)
+    phase_file = tmp_path / "phase-3-0"
+    renewals.follow(3, Liveness([phase_file], tracked=True, period=0.05), since)
+    assert sent == [(3, "starting", {})], "the first report goes out before any worker starts"
+    renewals.workers({"0": 1234})
+    assert sent[-1] == (3, "starting", {"0": 1234}), "the pids go out at once"
+    phase_file.write_text("loading")
+    wait_until(lambda: sent[-1][1] == "loading", 10, "the phase change to be reported")
+    count = len(sent)
+    wait_until(lambda: len(sent) >= count + 2, 10, "two more renewals, with the loop idle")
+    renewals.stop()
+    count = len(sent)
+    time.sleep(0.3)  # a stopped renewal must stay silent: six periods without a report
+    assert len(sent) == count

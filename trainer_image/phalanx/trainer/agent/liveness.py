@@ -11,9 +11,11 @@ script) is `untracked`: its agent renews for as long as it runs, its only sign o
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from phalanx.models.assignment import PHASES, AgentPhase
@@ -65,3 +67,61 @@ class Liveness:
             return None
         self.phase, self._last = phase, now
         return phase
+
+
+Publish = Callable[[int, AgentPhase, datetime, float, dict[str, int]], None]
+"""Publishes a `running` report: epoch, phase, since, renew seconds, worker pids."""
+
+
+@dataclass
+class Renewals:
+    """Renews the agent's report from a thread of its own, so that the renewals go on while the
+    agent's loop is busy (the first fork of a cold fork server waits for torch's import, seconds
+    on a loaded machine): a silent agent is then a frozen or dead process, never a busy one.
+    Busy but stuck is the start-up timeout's business."""
+
+    publish: Publish
+    poll_seconds: float = 0.05
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _epoch: int = -1
+    _liveness: Liveness | None = None
+    _since: datetime | None = None
+    _workers: dict[str, int] = field(default_factory=dict)
+    _thread: threading.Thread | None = None
+
+    def follow(self, epoch: int, liveness: Liveness, since: datetime) -> None:
+        """Renew for `epoch` from now on (its first report goes out at once)."""
+        with self._lock:
+            self._epoch, self._liveness, self._since, self._workers = epoch, liveness, since, {}
+            self._renew(force=False)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="renewals", daemon=True)
+            self._thread.start()
+
+    def workers(self, workers: dict[str, int]) -> None:
+        """The epoch's workers run: report their pids now."""
+        with self._lock:
+            self._workers = dict(workers)
+            self._renew(force=True)
+
+    def stop(self) -> None:
+        """No more renewals (the epoch ended); returns once one in flight is out, so that what
+        the agent reports next comes after it."""
+        with self._lock:
+            self._liveness = None
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.poll_seconds)
+            with self._lock:
+                self._renew(force=False)
+
+    def _renew(self, force: bool) -> None:
+        live = self._liveness
+        if live is None or self._since is None:
+            return
+        phase = live.due()
+        if phase is None and force:
+            phase = live.phase
+        if phase is not None:
+            self.publish(self._epoch, phase, self._since, live.renew_seconds, self._workers)

@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from phalanx.models import env as contract
 from phalanx.models import exits
 from phalanx.models.assignment import AgentPhase, AgentReport, AgentState, EpochAssignment
 from phalanx.trainer.agent.channel import Assignments, FileAssignments, FileReports, Reports
-from phalanx.trainer.agent.liveness import Liveness, tracks_phases
+from phalanx.trainer.agent.liveness import Liveness, Renewals, tracks_phases
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
 from phalanx.trainer.agent.supervisor import POLL_SECONDS, Outcome, Supervisor
 from phalanx.trainer.agent.warm import Launcher
@@ -110,8 +111,6 @@ class Gang:
     progress: Path
     sink: HeartbeatSink | None
     period: float
-    liveness: Liveness
-    started: datetime = field(default_factory=lambda: datetime.now(UTC))
     last_beat: float = 0.0
 
     def publish(self, force: bool = False) -> None:
@@ -143,6 +142,11 @@ class Agent:
     gang: Gang | None = None
     last_epoch: int = -1
     preempted: bool = False
+    renewals: Renewals = field(init=False)
+    _report_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.renewals = Renewals(self._renewal)
 
     @property
     def in_place(self) -> bool:
@@ -169,7 +173,6 @@ class Agent:
                 self._follow(self.assignments.current())
             if self.gang is not None:
                 self.gang.publish()
-                self._renew(self.gang)
                 outcome = self.gang.supervisor.poll()
                 if outcome is not None:
                     code = self._ended(outcome)
@@ -199,12 +202,17 @@ class Agent:
             if self.memory is None
             else {contract.PHALANX_CHECKPOINT_MEMORY_DIR: str(self.memory)}
         )
-        phase_files = []
+        period = float(env.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
+        ranks = [int(pod.worker_env(lr)[contract.RANK]) for lr in range(pod.nproc_per_node)]
+        phase_files = {rank: self.rundir / f"phase-{assignment.epoch}-{rank}" for rank in ranks}
+        for path in phase_files.values():
+            path.unlink(missing_ok=True)
+        liveness = Liveness(list(phase_files.values()), tracks_phases(self.launcher.argv), period)
+        self.renewals.follow(assignment.epoch, liveness, datetime.now(UTC))
         for local_rank in range(pod.nproc_per_node):
             worker_env = pod.worker_env(local_rank)
             rank = int(worker_env[contract.RANK])
-            phase_file = self.rundir / f"phase-{assignment.epoch}-{rank}"
-            phase_files.append(phase_file)
+            phase_file = phase_files[rank]
             supervisor.spawn(
                 {
                     **env,
@@ -219,27 +227,21 @@ class Agent:
                 rank,
                 self.rundir / f"error-{rank}",
             )
-        period = float(env.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
-        liveness = Liveness(phase_files, tracks_phases(self.launcher.argv), period)
-        self.gang = Gang(
-            assignment.epoch, supervisor, progress, heartbeat_sink(pod), period, liveness
-        )
-        self._renew(self.gang)
+        self.gang = Gang(assignment.epoch, supervisor, progress, heartbeat_sink(pod), period)
+        self.renewals.workers({str(w.rank): w.process.pid for w in supervisor.workers})
 
-    def _renew(self, gang: Gang) -> None:
-        """Say that this pod is alive, and in which phase, when due (see `Liveness`)."""
-        phase = gang.liveness.due()
-        if phase is None:
-            return
-        workers = {str(w.rank): w.process.pid for w in gang.supervisor.workers}
+    def _renewal(
+        self, epoch: int, phase: AgentPhase, since: datetime, every: float, workers: dict[str, int]
+    ) -> None:
+        """Say that this pod is alive, and in which phase (from the renewals' thread)."""
         self.report(
-            "running", gang.epoch, workers=workers, phase=phase, since=gang.started,
-            renew_seconds=gang.liveness.renew_seconds,
-        )  # fmt: skip
+            "running", epoch, workers=workers, phase=phase, since=since, renew_seconds=every
+        )
 
     def _ended(self, outcome: Outcome) -> int | None:
         """The gang ended: the exit code, or None when the agent waits for the next epoch."""
         assert self.gang is not None
+        self.renewals.stop()
         self.gang.publish(force=True)
         epoch, self.gang = self.gang.epoch, None
         if outcome.code == exits.OK:
@@ -256,6 +258,7 @@ class Agent:
         return None
 
     def _stop_gang(self) -> None:
+        self.renewals.stop()
         if self.gang is not None:
             self.gang.supervisor.kill()
             self.gang = None
@@ -299,7 +302,8 @@ class Agent:
             renewed=now if phase is not None else None, renew_seconds=renew_seconds,
         )  # fmt: skip
         try:
-            self.reports.publish(report)
+            with self._report_lock:  # the renewals' thread reports too
+                self.reports.publish(report)
         except Exception as error:  # the operator then sees the pod as it is, without details
             print(f"phalanx-agent: state not reported: {error}", file=sys.stderr, flush=True)
 
