@@ -87,9 +87,9 @@ def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime
     """When the current epoch counts as hung if its step does not move for `timeout_seconds` (see
     `hang_timeout`); None until the epoch reports its first step.
 
-    Start-up (imports, rendezvous, the first step's compilation or data loading) is not a step:
-    a rank that never arrives is caught by the trainer's rendezvous and preflight timeouts, which
-    exit 75/76 naming it. Counting start-up here would restart healthy jobs that start slowly.
+    Start-up (imports, rendezvous, the first step's compilation or data loading) is not a step,
+    and counting it here would restart healthy jobs that start slowly: `startup` watches that
+    window (agents that fall silent, an epoch whose first step does not come).
     """
     progress = status.progress
     if progress is None or progress.epoch != status.epoch or progress.updated_at is None:
