@@ -60,27 +60,37 @@ def slowest_step_seconds(heartbeat: Heartbeat) -> float | None:
 
 
 @dataclass(frozen=True)
-class HangTimeout:
-    """How long a step may take before it is a hang, and why (for the Hang event)."""
+class Timeout:
+    """A timeout and why it has that value (for the event that reports it)."""
 
     seconds: float
     why: str
 
 
-def hang_timeout(hang_timeout_seconds: int | None, step_seconds: float | None) -> HangTimeout:
+def adaptive_timeout(
+    user: int | None, field: str, observed: float | None, floor: float, factor: float,
+    what: str, unknown: str,
+) -> Timeout:  # fmt: skip
+    """The user's value of `field` if set; else max(floor, factor x the `observed` seconds of
+    `what`), and the floor while none was observed (`unknown` says so)."""
+    if user is not None:
+        return Timeout(user, f"{user} s: {field}")
+    if observed is None:
+        return Timeout(floor, f"{floor:.0f} s: adaptive floor, {unknown}")
+    seconds = max(floor, factor * observed)
+    return Timeout(
+        seconds,
+        f"{seconds:.0f} s: adaptive, {factor:.0f} x {observed:.3g} s {what}, floor {floor:.0f} s",
+    )
+
+
+def hang_timeout(hang_timeout_seconds: int | None, step_seconds: float | None) -> Timeout:
     """The user's hangTimeoutSeconds if set; else max(floor, factor x the observed step time),
     and the floor while no step time is known."""
-    if hang_timeout_seconds is not None:
-        return HangTimeout(hang_timeout_seconds, f"{hang_timeout_seconds} s: hangTimeoutSeconds")
-    floor, factor = HANG_FLOOR_SECONDS, HANG_STEP_FACTOR
-    if step_seconds is None:
-        return HangTimeout(floor, f"{floor:.0f} s: adaptive floor, no step time yet")
-    seconds = max(floor, factor * step_seconds)
-    return HangTimeout(
-        seconds,
-        f"{seconds:.0f} s: adaptive, {factor:.0f} x {step_seconds:.3g} s step time, "
-        f"floor {floor:.0f} s",
-    )
+    return adaptive_timeout(
+        hang_timeout_seconds, "hangTimeoutSeconds", step_seconds, HANG_FLOOR_SECONDS,
+        HANG_STEP_FACTOR, "step time", "no step time yet",
+    )  # fmt: skip
 
 
 def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime | None:

@@ -16,13 +16,13 @@ start-up timeout. Two rules cover that window:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from phalanx.models.assignment import PHASES
 from phalanx.operator.planner.classify import Verdict
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
+from phalanx.operator.planner.heartbeat import Timeout, adaptive_timeout
 from phalanx.operator.planner.observed import Observed, PodView
 from phalanx.operator.planner.recovery import restart, restart_size
 
@@ -43,14 +43,6 @@ resumed epoch loads a checkpoint its first epoch did not have, and restarts land
 machines."""
 
 
-@dataclass(frozen=True)
-class Timeout:
-    """A timeout and why it has that value (for the event that reports it)."""
-
-    seconds: float
-    why: str
-
-
 def silence_timeout(hang_timeout_seconds: int | None) -> Timeout:
     """How long an agent may go without renewing its report before its pod counts as frozen."""
     if hang_timeout_seconds is not None and hang_timeout_seconds < AGENT_SILENCE_SECONDS:
@@ -61,19 +53,10 @@ def silence_timeout(hang_timeout_seconds: int | None) -> Timeout:
 def startup_timeout(startup_timeout_seconds: int | None, slowest: float | None) -> Timeout:
     """The user's startupTimeoutSeconds if set; else max(floor, factor x the slowest start-up
     seen), and the floor before any."""
-    if startup_timeout_seconds is not None:
-        return Timeout(
-            startup_timeout_seconds, f"{startup_timeout_seconds} s: startupTimeoutSeconds"
-        )
-    floor, factor = STARTUP_FLOOR_SECONDS, STARTUP_FACTOR
-    if slowest is None:
-        return Timeout(floor, f"{floor:.0f} s: adaptive floor, no start-up seen yet")
-    seconds = max(floor, factor * slowest)
-    return Timeout(
-        seconds,
-        f"{seconds:.0f} s: adaptive, {factor:.0f} x {slowest:.1f} s slowest start-up, "
-        f"floor {floor:.0f} s",
-    )
+    return adaptive_timeout(
+        startup_timeout_seconds, "startupTimeoutSeconds", slowest, STARTUP_FLOOR_SECONDS,
+        STARTUP_FACTOR, "slowest start-up", "no start-up seen yet",
+    )  # fmt: skip
 
 
 def _last_word(pod: PodView) -> datetime | None:

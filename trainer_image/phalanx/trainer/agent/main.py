@@ -29,6 +29,7 @@ from pathlib import Path
 from phalanx.models import env as contract
 from phalanx.models import exits
 from phalanx.models.assignment import AgentPhase, AgentReport, AgentState, EpochAssignment
+from phalanx.trainer.agent import lifeline
 from phalanx.trainer.agent.channel import Assignments, FileAssignments, FileReports, Reports
 from phalanx.trainer.agent.liveness import Liveness, Renewals, tracks_phases
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
@@ -203,16 +204,17 @@ class Agent:
             else {contract.PHALANX_CHECKPOINT_MEMORY_DIR: str(self.memory)}
         )
         period = float(env.get(contract.PHALANX_HEARTBEAT_SECONDS, HEARTBEAT_SECONDS))
-        ranks = [int(pod.worker_env(lr)[contract.RANK]) for lr in range(pod.nproc_per_node)]
-        phase_files = {rank: self.rundir / f"phase-{assignment.epoch}-{rank}" for rank in ranks}
-        for path in phase_files.values():
+        worker_envs = [pod.worker_env(local_rank) for local_rank in range(pod.nproc_per_node)]
+        phase_files = [
+            self.rundir / f"phase-{assignment.epoch}-{e[contract.RANK]}" for e in worker_envs
+        ]
+        for path in phase_files:
             path.unlink(missing_ok=True)
-        liveness = Liveness(list(phase_files.values()), tracks_phases(self.launcher.argv), period)
+        liveness = Liveness(phase_files, tracks_phases(self.launcher.argv), period)
         self.renewals.follow(assignment.epoch, liveness, datetime.now(UTC))
-        for local_rank in range(pod.nproc_per_node):
-            worker_env = pod.worker_env(local_rank)
+        pairs = zip(worker_envs, phase_files, strict=True)
+        for local_rank, (worker_env, phase_file) in enumerate(pairs):
             rank = int(worker_env[contract.RANK])
-            phase_file = phase_files[rank]
             supervisor.spawn(
                 {
                     **env,
@@ -347,8 +349,6 @@ def build(command: list[str]) -> Agent:
 def main(argv: list[str] | None = None) -> int:
     if parent := os.environ.pop(contract.PHALANX_PARENT_PID, None):
         # Started by `phalanx run`: die with it, even SIGKILLed (not in a pod: PID 1 there).
-        from phalanx.trainer.agent import lifeline
-
         lifeline.die_with_parent()
         lifeline.exit_if_gone(int(parent))
     command = (argv if argv is not None else sys.argv[1:]) or REFERENCE_TRAINER
