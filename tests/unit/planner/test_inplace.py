@@ -296,3 +296,31 @@ def test_a_busy_agent_that_reported_since_the_epoch_began_gets_the_ack_deadline(
     assert j.status is not None
     assert j.status.epoch == 2, "not replaced at the settle time: its agent is alive"
     assert plan.requeue_after == pytest.approx(7.0), "it has until the ack deadline"
+
+
+def test_an_agent_still_renewing_an_older_epoch_is_busy_not_lost() -> None:
+    """Its loop is blocked (the first fork of a cold fork server imports torch) while its
+    renewals go on: alive, so it gets BUSY_ACK_FACTOR x the ack timeout, and once that passes
+    it is replaced like any agent that does not take its epoch."""
+    config = PlannerConfig(assignment_ack_seconds=3, assignment_settle_seconds=2)
+    j = running()
+    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
+    answered = [
+        replace(p, agent=report(p.name, "running", 2, time=at(20.4)))
+        for p in agents(1, 4)
+        if p.rank != 3
+    ]
+
+    def blocked(renewed: float) -> PodView:
+        old = report("j-1-3", "running", 1, time=at(10), phase="starting", renewed=at(renewed))
+        return replace(gang[3], agent=old)
+
+    j, plan = step(j, Observed(pods=(*answered, blocked(29.5))), at(30), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "past the settle time and the ack timeout, but it renews"
+    assert plan.requeue_after == pytest.approx(8.0), "it has until 6 x 3 s after the epoch began"
+    j, _ = step(j, Observed(pods=(*answered, blocked(37.9))), at(38), config)
+    assert j.status is not None
+    assert j.status.epoch == 3
+    assert j.status.failures[-1].reason == "AgentUnresponsive"

@@ -100,6 +100,11 @@ def runnable_nodes(
     return nodes - gone + spares
 
 
+BUSY_ACK_FACTOR = 6.0
+"""A carried-over agent that still renews its report since the epoch began is alive, only busy
+(its loop blocked in the first fork of a cold fork server, importing torch: 7.5 s measured on
+this 2-core machine with one core taken): it gets this many times the ack timeout."""
+
 ACK_SPREAD = 3.0
 """A carried-over agent is presumed gone once it is this many times later than the slowest of
 its peers that did start the epoch (and past the settle floor)."""
@@ -116,21 +121,31 @@ def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datet
     turns NotReady, so the restart carries the lost pod too; its silence among peers that all
     answered within a second is the sign that it is gone. An agent that reported anything since
     the epoch began is alive, only busy (a slow start on a loaded machine): it gets
-    `ack_seconds`. Also returns when to look again."""
+    `ack_seconds`, and one whose agent still renews its report gets `BUSY_ACK_FACTOR` times
+    that. Also returns when to look again."""
     start = current.start_time
     if start is None:
         return [], None
     carried = [p for p in observed.node_pods(epoch).values() if p.name in current.ranks]
     silent = [p for p in carried if p.phase == "Pending" and not p.deleting]
     due = start + timedelta(seconds=ack_seconds)
+    busy_due = start + timedelta(seconds=ack_seconds * BUSY_ACK_FACTOR)
     if not silent:
         return [], None
+
+    def renewing(pod: PodView) -> bool:
+        renewed = pod.agent.renewed if pod.agent is not None else None
+        return renewed is not None and renewed >= start
+
     answered = [p.agent.time for p in carried if p not in silent and p.agent is not None]
     if answered and len(answered) + len(silent) == len(carried):
         slowest = max(0.0, max((t - start).total_seconds() for t in answered))
         settled = start + timedelta(seconds=max(settle_seconds, ACK_SPREAD * slowest))
-        mute = [p for p in silent if p.agent is None or p.agent.time < start]
+        mute = [p for p in silent if (p.agent is None or p.agent.time < start) and not renewing(p)]
         if mute and now >= settled:
             return mute, None
         due = min(due, settled) if mute else due
-    return (silent, None) if now >= due else ([], due)
+    late = [p for p in silent if now >= (busy_due if renewing(p) else due)]
+    if late:
+        return late, None
+    return [], min(busy_due if renewing(p) else due for p in silent)
