@@ -4,6 +4,7 @@ epoch, hot spares take lost ranks, a lost node costs one restart, a frozen agent
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -56,6 +57,24 @@ def running(j=None, n: int = 4, extra: tuple[PodView, ...] = ()):  # type: ignor
 
 def failed_worker(p: PodView, code: int, message: str) -> PodView:
     return replace(p, agent=report(p.name, "failed", p.epoch, exitCode=code, message=message))
+
+
+def restarted_by_a_collective_failure(config: PlannerConfig) -> tuple[Any, list[PodView]]:
+    """Epoch 1 of 4 pods runs; at t=20 every worker failed in a collective, and the planner
+    started epoch 2 with all 4 pods carried over. Returns the job and epoch 1's pods."""
+    j = running()
+    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
+    return j, gang
+
+
+def started_epoch_2(when: datetime, missing: int) -> list[PodView]:
+    """Epoch 1's pods whose agents started epoch 2 at `when`, all but node rank `missing`."""
+    return [
+        replace(p, agent=report(p.name, "running", 2, time=when))
+        for p in agents(1, 4)
+        if p.rank != missing
+    ]
 
 
 def assigned(plan) -> dict[str, int]:  # type: ignore[no-untyped-def]
@@ -241,14 +260,8 @@ def test_a_silent_agent_among_peers_that_answered_is_replaced_after_the_settle_t
 
 def test_a_slow_gang_gets_more_time_than_the_settle_floor() -> None:
     config = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
-    j = running()
-    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
-    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
-    slow = [
-        replace(p, agent=report(p.name, "running", 2, time=at(21.5)))
-        for p in agents(1, 4)
-        if p.rank != 3
-    ]
+    j, gang = restarted_by_a_collective_failure(config)
+    slow = started_epoch_2(at(21.5), missing=3)
     j, plan = step(j, Observed(pods=(*slow, gang[3])), at(23), config)
     assert j.status is not None
     assert j.status.epoch == 2, "peers took 1.5 s: the silent one has until 3 x 1.5 s"
@@ -283,14 +296,8 @@ def test_a_busy_agent_that_reported_since_the_epoch_began_gets_the_ack_deadline(
     """Alive but slow (a loaded machine): a report after the epoch began, even of an older
     epoch, is not the silence of a lost node."""
     config = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
-    j = running()
-    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
-    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
-    answered = [
-        replace(p, agent=report(p.name, "running", 2, time=at(20.4)))
-        for p in agents(1, 4)
-        if p.rank != 3
-    ]
+    j, gang = restarted_by_a_collective_failure(config)
+    answered = started_epoch_2(at(20.4), missing=3)
     busy = replace(gang[3], agent=report("j-1-3", "failed", 1, time=at(20.9)))
     j, plan = step(j, Observed(pods=(*answered, busy)), at(23), config)
     assert j.status is not None
@@ -303,14 +310,8 @@ def test_an_agent_still_renewing_an_older_epoch_is_busy_not_lost() -> None:
     renewals go on: alive, so it gets BUSY_ACK_FACTOR x the ack timeout, and once that passes
     it is replaced like any agent that does not take its epoch."""
     config = PlannerConfig(assignment_ack_seconds=3, assignment_settle_seconds=2)
-    j = running()
-    gang = [failed_worker(p, 75, "Gloo connection reset") for p in agents(1, 4)]
-    j, _ = step(j, Observed(pods=tuple(gang)), at(20), config)
-    answered = [
-        replace(p, agent=report(p.name, "running", 2, time=at(20.4)))
-        for p in agents(1, 4)
-        if p.rank != 3
-    ]
+    j, gang = restarted_by_a_collective_failure(config)
+    answered = started_epoch_2(at(20.4), missing=3)
 
     def blocked(renewed: float) -> PodView:
         old = report("j-1-3", "running", 1, time=at(10), phase="starting", renewed=at(renewed))
