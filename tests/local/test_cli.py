@@ -103,6 +103,8 @@ def test_bad_flag_values_are_exit_2_naming_the_flag(tmp_path: Path) -> None:
         (["--hang-node-at", "step:x"], "step:N"),
         (["--kill-rank", "x@1s"], "RANK@WHEN"),
         (["--capacity", "0"], "--capacity"),
+        (["--slow-node-at", "loading"], "--slow-node-at"),
+        (["--slow-node-at", "step:9", "--slowdown", "1"], "--slowdown"),
     ):
         result = cli.invoke(app, ["run", str(QUICKSTART), "--workdir", str(tmp_path), *flags])
         assert result.exit_code == 2, (flags, result.output)

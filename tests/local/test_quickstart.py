@@ -37,6 +37,7 @@ def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
     reasons = event_reasons(summary)
     assert reasons.count("Restart") == 1, reasons
     assert "Shrink" not in reasons, reasons
+    assert "Straggler" not in reasons, "a healthy run raises no straggler"
     assert reasons.index("FaultInjected") < reasons.index("Restart")
     [restart] = [e["message"] for e in summary["events"] if e["reason"] == "Restart"]
     assert "epoch 2 with 3 nodes" in restart

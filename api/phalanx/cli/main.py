@@ -74,6 +74,8 @@ def _fault_plan(
     kill_node_at: list[str],
     kill_rank: list[str],
     hang_node_at: list[str],
+    slow_node_at: list[str],
+    slowdown: float,
     fault_node: int | None,
     capacity_schedule: list[str],
 ) -> FaultPlan:
@@ -81,7 +83,15 @@ def _fault_plan(
         Fault("kill-node", node_rank=fault_node, **_when(w, "--kill-node-at")) for w in kill_node_at
     ] + [
         Fault("hang-node", node_rank=fault_node, **_when(w, "--hang-node-at")) for w in hang_node_at
-    ]
+    ] + [
+        Fault("slow-node", node_rank=fault_node, slowdown=slowdown, **_when(w, "--slow-node-at"))
+        for w in slow_node_at
+    ]  # fmt: skip
+    if any(f.kind == "slow-node" and f.phase is not None for f in faults):
+        raise typer.BadParameter(
+            "a slow node lasts: WHEN is a time, step:N or checkpoint, not a start-up phase",
+            param_hint="--slow-node-at",
+        )
     try:
         faults += [parse_kill_rank(r, DEFAULT_KILL_RANK_AFTER) for r in kill_rank]
         changes = [c for text in capacity_schedule for c in parse_capacity_schedule(text)]
@@ -149,6 +159,18 @@ def run(
             help="SIGSTOP a node (a hang) at WHEN (as for --kill-node-at).",
         ),
     ] = [],  # noqa: B006
+    slow_node_at: Annotated[
+        list[str],
+        typer.Option(
+            "--slow-node-at",
+            metavar="WHEN",
+            help="Throttle a node's CPU from WHEN on (as for --kill-node-at): its processes run "
+            "1/--slowdown of the time, a straggler.",
+        ),
+    ] = [],  # noqa: B006
+    slowdown: Annotated[
+        float, typer.Option(min=1.5, help="How many times slower --slow-node-at makes a node.")
+    ] = 4.0,
     fault_node: Annotated[
         int | None,
         typer.Option(min=0, help="Node rank that node faults hit. [default: the last]"),
@@ -168,7 +190,9 @@ def run(
     as_json = output is Output.json
     console = Console(stderr=as_json, highlight=False)
     job = _load(file, console)
-    faults = _fault_plan(kill_node_at, kill_rank, hang_node_at, fault_node, capacity_schedule)
+    faults = _fault_plan(
+        kill_node_at, kill_rank, hang_node_at, slow_node_at, slowdown, fault_node, capacity_schedule
+    )
     options = RunOptions(
         workdir=workdir or Path(".phalanx", "runs", job.metadata.name or "job"),
         capacity=capacity,

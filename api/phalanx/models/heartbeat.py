@@ -65,7 +65,13 @@ class Heartbeat(KubeModel):
     """Loss at `step`."""
 
     rank_step_seconds: list[float] = Field(default_factory=list)
-    """Mean step time of each global rank over the last `windowSteps` steps."""
+    """Mean step time of each global rank over the last `windowSteps` steps. In synchronous
+    training every rank waits for the slowest at each step, so these come out alike."""
+
+    rank_compute_seconds: list[float] = Field(default_factory=list)
+    """Mean time per step each global rank spent on its own work (the reference trainer: its
+    forward passes, and the backward passes that reduce no gradients), not waiting for peers:
+    where a slow rank stands out. Empty when the program does not time its compute."""
 
     window_steps: Annotated[int, Field(ge=0)] = 0
     """How many steps `rankStepSeconds` averages over."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from phalanx.local import processes
+from phalanx.local.throttle import Throttler
 from phalanx.models import env as contract
 from phalanx.models import exits
 from phalanx.models.assignment import AgentReport
@@ -66,6 +67,8 @@ class LocalPod:
     """Set when the command cannot start (a configuration error, as on a cluster)."""
     deleting_since: float | None = None
     """time.monotonic() of the delete request."""
+    avoid: tuple[str, ...] = ()
+    """Nodes it must not run on (where stragglers ran), as the operator's node affinity says."""
 
     @property
     def alive(self) -> bool:
@@ -119,6 +122,7 @@ class LocalCluster:
     """Node name -> Ready."""
     pods: dict[str, LocalPod] = field(default_factory=dict)
     _next_node: int = 0
+    _throttler: Throttler | None = None
 
     # Capacity
 
@@ -164,6 +168,19 @@ class LocalCluster:
         for pod in self.pods.values():
             if pod.node == node and pod.holds_node:
                 self.kill(pod, reason)
+
+    def slow_node(self, node: str, slowdown: float) -> None:
+        """The machine slows down: its processes, now and later, get 1/`slowdown` of the CPU."""
+        if self._throttler is None:
+            self._throttler = Throttler(self._roots_on)
+        self._throttler.slow(node, slowdown)
+
+    def _roots_on(self, node: str) -> list[int]:
+        return [
+            p.process.pid
+            for p in list(self.pods.values())
+            if p.node == node and p.process is not None and p.alive
+        ]
 
     # Pods
 
@@ -241,7 +258,11 @@ class LocalCluster:
             (p for p in self.pods.values() if p.node is None and p.deleting_since is None),
             key=lambda p: (p.role != "node", p.epoch, p.rank),
         )
-        for pod, node in zip(waiting, free, strict=False):
+        for pod in waiting:
+            node = next((n for n in free if n not in pod.avoid), None)
+            if node is None:
+                continue
+            free.remove(node)
             pod.node = node
             if pod.launch is not None:
                 self._start(pod)
@@ -285,6 +306,8 @@ class LocalCluster:
 
     def shutdown(self, pods: Iterable[LocalPod] | None = None) -> None:
         """SIGKILL every pod's processes now (a second Ctrl-C, or the end of a run)."""
+        if self._throttler is not None and pods is None:
+            self._throttler.close()
         for pod in list(pods if pods is not None else self.pods.values()):
             if pod.alive and pod.process is not None:
                 processes.signal_tree(pod.process.pid, signal.SIGKILL)

@@ -71,12 +71,13 @@ class LocalExecutor:
                         self.cluster.delete(name, force)
                 case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
                     self._assign(epoch, nodes, dict(ranks))
-                case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes):
+                case CreateNodePod(epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid):
                     name = node_pod_name(self.job.metadata.name or "job", epoch, rank)
-                    self._create(LocalPod(name, epoch, rank, "node", nodes, now), nodes)
-                case CreateStandbyPod(epoch=epoch, index=index):
+                    pod = LocalPod(name, epoch, rank, "node", nodes, now, avoid=avoid)
+                    self._create(pod, nodes)
+                case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid):
                     name = standby_pod_name(self.job.metadata.name or "job", epoch, index)
-                    self._create(LocalPod(name, epoch, index, "standby", 0, now), 1)
+                    self._create(LocalPod(name, epoch, index, "standby", 0, now, avoid=avoid), 1)
                 case ObserveRecovery(
                     seconds=seconds, parts=parts, resumed=resumed, redone_steps=redone, epoch=epoch
                 ):

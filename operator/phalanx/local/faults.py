@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-FaultKind = Literal["kill-node", "kill-rank", "hang-node"]
+FaultKind = Literal["kill-node", "kill-rank", "hang-node", "slow-node"]
 
 _DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -67,6 +67,9 @@ class Fault:
     """Due once the job has a committed checkpoint."""
     phase: str | None = None
     """Armed when due, it strikes as a worker enters this phase (one of PHASE_TRIGGERS)."""
+    slowdown: float = 4.0
+    """For slow-node: the node's processes get 1/slowdown of the CPU from then on (see
+    phalanx.local.throttle)."""
 
     def due(self, elapsed: float, step: int | None, checkpointed: bool) -> bool:
         """Whether its time, step and checkpoint conditions hold."""

@@ -1,5 +1,5 @@
 """Apply due faults to the local cluster: SIGKILL a node (and lose the machine), SIGKILL one
-worker rank, or SIGSTOP a node so that it hangs.
+worker rank, SIGSTOP a node so that it hangs, or throttle a node's CPU so that it straggles.
 
 A fault that finds no running target (the gang is between epochs) waits for the next tick, so it
 always strikes a running gang and its time is the moment it really struck. A fault aimed at a
@@ -59,6 +59,10 @@ def strike(
             record.rank = fault.rank
         case "hang-node":
             processes.signal_tree(pod.process.pid, signal.SIGSTOP)
+        case "slow-node":
+            if pod.node is None:
+                return None
+            cluster.slow_node(pod.node, fault.slowdown)
     return record
 
 
@@ -67,6 +71,7 @@ def describe(record: InjectedFault) -> str:
         "kill-node": "SIGKILLed the node",
         "kill-rank": f"SIGKILLed worker rank {record.rank} on",
         "hang-node": "SIGSTOPped the node",
+        "slow-node": "throttled the CPU of the node",
     }[record.kind]
     where = f"{what} {record.node} ({record.pod})"
     return where + (f" as it entered {record.phase}" if record.phase else "")

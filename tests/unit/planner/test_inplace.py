@@ -325,3 +325,17 @@ def test_an_agent_still_renewing_an_older_epoch_is_busy_not_lost() -> None:
     assert j.status is not None
     assert j.status.epoch == 3
     assert j.status.failures[-1].reason == "AgentUnresponsive"
+
+
+def test_a_straggler_restart_carries_over_every_pod_but_the_slow_nodes() -> None:
+    """The pods on other nodes keep running into the new epoch; the slow node's pod is replaced
+    by a new pod kept off that node, however well its agent answers."""
+    j = running()
+    compute = [0.2] * 8
+    compute[4] = 0.9  # node rank 2's first worker
+    slow = beat(1, 50, rank_step_seconds=[1.0] * 8, rank_compute_seconds=compute, window_steps=20)
+    j, plan = step(j, Observed(pods=tuple(agents(1, 4)), heartbeat=slow), at(30))
+    assert j.status is not None
+    assert j.status.avoid_nodes == ["node-2"]
+    assert assigned(plan) == {"j-1-0": 0, "j-1-1": 1, "j-2-2": 2, "j-1-3": 3}
+    assert "j-1-2" in {name for a in plan.of_type(DeletePods) for name in a.names}

@@ -136,6 +136,17 @@ def test_straggler_ranks(times: list[float], window: int, slow: list[int]) -> No
     assert heartbeat.straggler_ranks(hb, factor=2.0, min_window=10) == slow
 
 
+def test_stragglers_are_judged_by_compute_time_when_ranks_report_it() -> None:
+    """Synchronous steps take every rank as long as the slowest: the compute times tell."""
+    alike = [1.0, 1.0, 1.0, 1.0]
+    hb = beat(1, 10, rank_step_seconds=alike, rank_compute_seconds=[0.2, 0.2, 0.9, 0.2],
+              window_steps=20)  # fmt: skip
+    assert heartbeat.straggler_ranks(hb, factor=2.0, min_window=10) == [2]
+    healthy = beat(1, 10, rank_step_seconds=[1.0, 1.0, 1.0, 3.0],
+                   rank_compute_seconds=[0.2, 0.25, 0.2, 0.22], window_steps=20)  # fmt: skip
+    assert heartbeat.straggler_ranks(healthy, factor=2.0, min_window=10) == []
+
+
 @pytest.mark.parametrize(
     ("times", "window", "seconds"),
     [([1.0, 2.5, 1.2], 20, 2.5), ([1.0, 2.5], 0, None), ([], 20, None),

@@ -15,13 +15,13 @@ there (SIGSTOP) or dies (SIGKILL). The runner then applies the rest (stops or ki
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import time
 from pathlib import Path
 
+from phalanx import progress
 from phalanx.models import env
 from phalanx.models.assignment import AgentPhase
 
@@ -32,12 +32,7 @@ STRUCK_SUFFIX = env.FAULT_STRUCK_SUFFIX
 def enter(phase: AgentPhase, resuming: bool = False) -> None:
     """Record that this worker entered `phase`; `resuming`: it loads a checkpoint (a fault armed
     for `loading` strikes only then)."""
-    if path := os.environ.get(env.PHALANX_PHASE_FILE):
-        target = Path(path)
-        with contextlib.suppress(OSError):  # a report we cannot write must not stop training
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_text(phase)
-            tmp.replace(target)
+    progress.phase(phase)
     if directory := os.environ.get(env.PHALANX_FAULT_DIR):
         strike_if_armed(Path(directory), phase, resuming)
 

@@ -8,6 +8,7 @@ split evenly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -141,13 +142,18 @@ class Trainer:
         for index, chunk in enumerate(micro_batches(ids, count)):
             weights = torch.ones(len(chunk)) if chunk else torch.zeros(1)
             batch = self.data[chunk] if chunk else self.data[:1]
+            syncs = index == count - 1
             with (
-                parallel.gradient_sync(self.model, index == count - 1),
+                self.heartbeat.compute(),  # this rank's own work: a straggler shows here
+                parallel.gradient_sync(self.model, syncs),
                 parallel.autocast(self.model, config.mixed_precision),
             ):
                 losses = sample_losses(self.model(batch[:, :-1]), batch[:, 1:])
                 objective = (losses * weights).sum() * layout.dp / config.global_batch_size
-            (self.scaler.scale(objective) if self.scaler else objective).backward()
+            scaled = self.scaler.scale(objective) if self.scaler else objective
+            # The backward that reduces gradients waits for the slowest peer: not compute.
+            with contextlib.nullcontext() if syncs else self.heartbeat.compute():
+                scaled.backward()
             local_sum += (losses.detach().double() * weights.double()).sum()
         if self.scaler:
             self.scaler.step(self.optimizer)

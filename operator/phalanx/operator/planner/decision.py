@@ -111,7 +111,9 @@ class Decision:
     def start_epoch(self, nodes: int, reason: str) -> None:
         """Move to a new epoch of `nodes` node pods. Pods whose agent answers carry over (in-place
         restart; see `inplace`); the others are retired before the epoch launches."""
-        ranks, spares = inplace.carried_over(self.observed, self.status.epoch, nodes)
+        ranks, spares = inplace.carried_over(
+            self.observed, self.status.epoch, nodes, frozenset(self.status.avoid_nodes)
+        )
         self.status.epoch += 1
         self.status.nodes = nodes
         self.status.world_size = nodes * self.spec.nproc_per_node

@@ -3,8 +3,8 @@
 A hang is a step that does not advance for the hang timeout, measured on the operator's clock from
 when it last saw the step change (from the epoch's first reported step on). The timeout is
 hangTimeoutSeconds when the user sets it; otherwise it adapts to the job (`hang_timeout`). A
-straggler is a rank whose mean step time over the agent's window stays above stragglerFactor x the
-median of the others.
+straggler is a rank whose mean compute time over the trainer's window (its own work, not its waits
+for peers) stays above stragglerFactor x the median of the others.
 """
 
 from __future__ import annotations
@@ -108,11 +108,15 @@ def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime
 
 
 def straggler_ranks(heartbeat: Heartbeat, factor: float, min_window: int) -> list[int]:
-    """Global ranks whose windowed step time exceeds factor x the median of the other ranks.
+    """Global ranks whose windowed compute time exceeds factor x the median of the other ranks.
 
-    The median leaves the rank itself out, so that with two ranks the slow one still stands out.
+    Compute time, not step time: in synchronous training every rank waits for the slowest at
+    each step, so step times come out alike and a slow rank hides among them; the time a rank
+    spends on its own work does not. Step times are the fallback for a program that does not
+    time its compute (they still show a rank that is slow between steps). The median leaves the
+    rank itself out, so that with two ranks the slow one still stands out.
     """
-    times = heartbeat.rank_step_seconds
+    times = heartbeat.rank_compute_seconds or heartbeat.rank_step_seconds
     if heartbeat.window_steps < min_window or len(times) < 2:
         return []
     slow = []

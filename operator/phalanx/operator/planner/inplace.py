@@ -53,18 +53,21 @@ def _with_reported_failure(pod: PodView) -> PodView:
     )
 
 
-def carried_over(observed: Observed, epoch: int, nodes: int) -> tuple[dict[str, int], list[str]]:
+def carried_over(
+    observed: Observed, epoch: int, nodes: int, avoid: frozenset[str] = frozenset()
+) -> tuple[dict[str, int], list[str]]:
     """For a new epoch of `nodes` ranks after `epoch`: node ranks of the pods that carry over,
     by name (survivors keep their rank if it still exists, then fill the lowest free ranks, then
-    hot spares do), and the spare standby pods left over, in order."""
+    hot spares do), and the spare standby pods left over, in order. A pod on a node in `avoid`
+    (where a straggler ran) does not carry over: the job is moving off that node."""
     survivors = sorted(
-        (p for p in observed.node_pods(epoch).values() if _can_carry(observed, p)),
+        (p for p in observed.node_pods(epoch).values() if _can_carry(observed, p, avoid)),
         key=lambda p: p.rank,
     )
     spares = [
         p.name
         for p in sorted(observed.standby_pods(epoch), key=lambda p: p.rank)
-        if _can_carry(observed, p)
+        if _can_carry(observed, p, avoid)
     ]
     free = list(range(nodes))
     ranks: dict[str, int] = {}
@@ -78,9 +81,10 @@ def carried_over(observed: Observed, epoch: int, nodes: int) -> tuple[dict[str, 
     return ranks, [name for name in spares if name not in ranks]
 
 
-def _can_carry(observed: Observed, pod: PodView) -> bool:
+def _can_carry(observed: Observed, pod: PodView, avoid: frozenset[str] = frozenset()) -> bool:
     acknowledged = pod.role == "standby" or _acknowledged(pod)
-    return pod.reusable and acknowledged and not observed.on_lost_node(pod)
+    avoided = pod.node_name is not None and pod.node_name in avoid
+    return pod.reusable and acknowledged and not avoided and not observed.on_lost_node(pod)
 
 
 def runnable_nodes(

@@ -176,7 +176,10 @@ def stragglers(d: Decision, config: PlannerConfig) -> bool:
         beat, d.spec.failure_policy.straggler_factor, config.straggler_min_window
     )
     pods = d.observed.node_pods(d.status.epoch)
-    slow = {pods[r // d.spec.nproc_per_node] for r in ranks if r // d.spec.nproc_per_node in pods}
+    by_name = {
+        pod.name: pod for r in ranks if (pod := pods.get(r // d.spec.nproc_per_node)) is not None
+    }
+    slow = list(by_name.values())
     nodes = sorted({p.node_name for p in slow if p.node_name})
     if not nodes:
         return False

@@ -1,0 +1,91 @@
+"""`phalanx.progress`, the API any script calls: what it writes is a heartbeat the operator reads.
+
+Without torch.distributed initialised (these tests), `sync_ranks` gathers this process alone.
+The gather across real ranks runs in every reference-trainer test (the trainer reports through
+the same `Reporter`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from phalanx import progress
+from phalanx.models import env
+from phalanx.models.heartbeat import Heartbeat
+
+
+def test_its_variable_names_are_the_contracts() -> None:
+    assert progress.PROGRESS_FILE_ENV == env.PHALANX_PROGRESS_FILE
+    assert progress.PHASE_FILE_ENV == env.PHALANX_PHASE_FILE
+    assert progress.EPOCH_ENV == env.PHALANX_EPOCH
+    assert progress.RANK_ENV == env.RANK
+
+
+def test_it_imports_nothing_outside_the_standard_library() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import phalanx.progress; "
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
+        "print(sorted(new & {'torch', 'pydantic', 'numpy', 'yaml'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_report_is_a_heartbeat_with_compute_times(tmp_path: Path) -> None:
+    reporter = progress.Reporter(tmp_path / "progress.json", epoch=3)
+    for step in range(1, 11):
+        with reporter.compute():
+            time.sleep(0.002)
+        reporter.report(step, loss=1.0 / step, samples=8, sync_ranks=True)
+    reporter.checkpoint(10, str(tmp_path / "step-10"))
+    reporter.report(11, loss=0.05)
+    beat = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    assert (beat.epoch, beat.step, beat.loss) == (3, 11, 0.05)
+    assert beat.window_steps == 10
+    [step_seconds] = beat.rank_step_seconds
+    [compute_seconds] = beat.rank_compute_seconds
+    assert 0.002 <= compute_seconds <= step_seconds
+    assert beat.checkpoint is not None
+    assert (beat.checkpoint.step, beat.checkpoint.path) == (10, str(tmp_path / "step-10"))
+
+
+def test_reports_without_compute_times_leave_them_out(tmp_path: Path) -> None:
+    reporter = progress.Reporter(tmp_path / "progress.json")
+    reporter.report(1, sync_ranks=True)
+    beat = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    assert beat.rank_compute_seconds == []
+    assert len(beat.rank_step_seconds) == 1
+
+
+def test_only_global_rank_0_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(env.RANK, "1")
+    progress.Reporter(tmp_path / "progress.json").report(1, loss=1.0)
+    assert not (tmp_path / "progress.json").exists()
+
+
+def test_the_first_report_enters_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(env.PHALANX_PHASE_FILE, str(tmp_path / "phase"))
+    reporter = progress.Reporter(tmp_path / "progress.json")
+    progress.phase("loading")
+    assert (tmp_path / "phase").read_text() == "loading"
+    reporter.report(1)
+    assert (tmp_path / "phase").read_text() == "training"
+
+
+def test_outside_a_phalanx_pod_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (env.PHALANX_PROGRESS_FILE, env.PHALANX_PHASE_FILE):
+        monkeypatch.delenv(name, raising=False)
+    reporter = progress.Reporter()
+    assert reporter.path is None
+    reporter.report(1, loss=1.0)
+    progress.phase("training")
+
+
+def test_an_unknown_phase_is_refused_naming_the_phases() -> None:
+    with pytest.raises(ValueError, match="rendezvous, loading, first-step, training"):
+        progress.phase("warming-up")

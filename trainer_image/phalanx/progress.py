@@ -1,0 +1,219 @@
+"""`phalanx.progress`: how any training script tells Phalanx how it goes. Standard library only.
+
+    import phalanx.progress as progress
+
+    for step in range(start, steps):
+        with progress.compute():           # optional: this rank's own work, for stragglers
+            loss = model(batch).backward()
+        optimizer.step()
+        progress.report(step + 1, loss=loss.item())   # every rank, or rank 0 alone
+        if saved:
+            progress.checkpoint(step + 1, path)        # after the checkpoint is committed
+
+What a script gets for it (the agent publishes what global rank 0 writes; see the README's
+table): the job's step, loss and throughput in its status, metrics and summary; hang detection
+(a step that stops advancing restarts the gang); recovery measured to the first step after a
+restart; the newest checkpoint in the status. With `sync_ranks=True` on every rank, each rank's
+step and compute times too, so a slow rank (a straggler) is found and its node avoided.
+
+Why no dependencies: a script imports this without torch's or Phalanx's other packages being
+importable, and a call outside a Phalanx pod (no PHALANX_PROGRESS_FILE) does nothing, so the same
+script runs anywhere. Why a file: the agent never imports torch and must keep working while its
+workers are busy or frozen, so it reads what rank 0 wrote instead of asking it.
+
+Why `sync_ranks` is opt-in: it runs a collective (an all-gather every `gather_every` steps), which
+every rank must call, like Lightning's `log(..., sync_dist=True)`. A script that reports from
+rank 0 alone would hang in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+# The names in phalanx.models.env; repeated here, not imported, so that this module needs
+# nothing but the standard library (tests/trainer/test_progress_api.py checks they agree).
+PROGRESS_FILE_ENV = "PHALANX_PROGRESS_FILE"
+PHASE_FILE_ENV = "PHALANX_PHASE_FILE"
+EPOCH_ENV = "PHALANX_EPOCH"
+RANK_ENV = "RANK"
+
+PHASES = ("rendezvous", "loading", "first-step", "training")
+"""A worker's start-up phases, in order (phalanx.models.assignment.AgentPhase)."""
+
+WINDOW = 20
+"""Steps each rank's mean step and compute times cover."""
+
+
+def phase(name: str) -> None:
+    """Tell the agent this worker entered a start-up phase (rendezvous, loading, first-step,
+    training). With phases reported, an epoch stuck in its start is found by the operator's
+    start-up timeout, and the phase is named in the event. `report` enters `training` itself."""
+    if name not in PHASES:
+        raise ValueError(f"phase {name!r} is not one of {', '.join(PHASES)}")
+    if path := os.environ.get(PHASE_FILE_ENV):
+        _write_atomically(Path(path), name)
+
+
+class Reporter:
+    """One worker's progress: step times and compute times over a window, and, on global rank
+    0, the heartbeat file its agent publishes. `report`, `checkpoint` and `compute` use one of
+    these per process."""
+
+    def __init__(self, path: Path | None = None, epoch: int | None = None) -> None:
+        named = os.environ.get(PROGRESS_FILE_ENV)
+        self.path = path if path is not None else Path(named) if named else None
+        self.epoch = epoch if epoch is not None else int(os.environ.get(EPOCH_ENV, "0"))
+        self.step_times: deque[float] = deque(maxlen=WINDOW)
+        self.compute_times: deque[float] = deque(maxlen=WINDOW)
+        self.rank_step_seconds: list[float] = []
+        self.rank_compute_seconds: list[float] = []
+        self.window_steps = 0
+        self.checkpoint_ref: dict[str, Any] | None = None
+        self._last = time.monotonic()
+        self._computing = 0.0
+        self._reported = False
+
+    @contextlib.contextmanager
+    def compute(self) -> Iterator[None]:
+        """Time this rank's own work in a step: the forward and backward passes, not the time
+        it waits for its peers in collectives. Several blocks in one step add up."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._computing += time.monotonic() - start
+
+    def report(
+        self,
+        step: int,
+        loss: float | None = None,
+        samples: int | None = None,
+        *,
+        sync_ranks: bool = False,
+        gather_every: int = 10,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Step `step` completed (counting from 1). `samples`: how many the whole job put
+        through in it (for throughput). `extra`: more heartbeat fields (the reference trainer's
+        data epoch, start-up times). See the module's docstring for `sync_ranks`."""
+        now = time.monotonic()
+        elapsed, self._last = now - self._last, now
+        self.step_times.append(elapsed)
+        if self._computing > 0:
+            self.compute_times.append(self._computing)
+        self._computing = 0.0
+        if not self._reported:
+            self._reported = True
+            phase("training")
+        first = len(self.step_times) == 1  # a first step time arms the adaptive hang timeout
+        if sync_ranks and (first or step % gather_every == 0):
+            self._gather()
+        if self.path is None or _global_rank() != 0:
+            return
+        beat: dict[str, Any] = {
+            "epoch": self.epoch,
+            "step": step,
+            "loss": loss,
+            "samplesPerSecond": samples / elapsed if samples and elapsed > 0 else None,
+            "rankStepSeconds": self.rank_step_seconds,
+            "rankComputeSeconds": self.rank_compute_seconds,
+            "windowSteps": self.window_steps,
+            "checkpoint": self.checkpoint_ref,
+            **(extra or {}),
+        }
+        _write_atomically(self.path, json.dumps({k: v for k, v in beat.items() if v is not None}))
+
+    def checkpoint(self, step: int, path: str) -> None:
+        """A checkpoint of step `step` is committed at `path` (a directory or URL): the job's
+        status names it, and restarts are known to resume from it. Call it once the save is
+        complete, not when it starts."""
+        self.checkpoint_ref = {
+            "step": step,
+            "path": path,
+            "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        }
+
+    def _gather(self) -> None:
+        """Every rank's mean step and compute times (a collective: all ranks call it)."""
+        dist = sys.modules.get("torch.distributed")
+        mine = [_mean(self.step_times), _mean(self.compute_times)]
+        if dist is None or not dist.is_initialized():
+            self.rank_step_seconds, self.rank_compute_seconds = [mine[0]], _known([mine[1]])
+            self.window_steps = len(self.step_times)
+            return
+        torch = sys.modules["torch"]
+        device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if dist.get_backend() == "nccl"
+            else torch.device("cpu")
+        )
+        local = torch.tensor(mine, dtype=torch.float64, device=device)
+        gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size())]
+        dist.all_gather(gathered, local)
+        rows = [[float(value) for value in row.tolist()] for row in gathered]
+        self.rank_step_seconds = [row[0] for row in rows]
+        self.rank_compute_seconds = _known([row[1] for row in rows])
+        self.window_steps = len(self.step_times)
+
+
+def _mean(values: deque[float]) -> float:
+    return sum(values) / len(values) if values else -1.0
+
+
+def _known(values: list[float]) -> list[float]:
+    """The compute times, or none when a rank did not time its compute (-1)."""
+    return values if all(value >= 0 for value in values) else []
+
+
+def _global_rank() -> int:
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_initialized():
+        return int(dist.get_rank())
+    return int(os.environ.get(RANK_ENV, "0"))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    with contextlib.suppress(OSError):  # a report that cannot be written must not stop training
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+_reporter: Reporter | None = None
+
+
+def _default() -> Reporter:
+    global _reporter
+    if _reporter is None:
+        _reporter = Reporter()
+    return _reporter
+
+
+def report(
+    step: int,
+    loss: float | None = None,
+    samples: int | None = None,
+    *,
+    sync_ranks: bool = False,
+) -> None:
+    """Step `step` completed; see `Reporter.report`."""
+    _default().report(step, loss, samples, sync_ranks=sync_ranks)
+
+
+def checkpoint(step: int, path: str) -> None:
+    """A checkpoint of step `step` is committed at `path`; see `Reporter.checkpoint`."""
+    _default().checkpoint(step, path)
+
+
+def compute() -> contextlib.AbstractContextManager[None]:
+    """Time this rank's own work in a step; see `Reporter.compute`."""
+    return _default().compute()
