@@ -266,6 +266,15 @@ class TrainingJobSpec(SpecModel):
             check=lambda s: (s.replicas.max * s.nproc_per_node) % s.model_parallel_size == 0,
         ),
         CelRule(
+            rule="!self.gang || has(self.schedulerName)",
+            message=(
+                "spec.gang needs spec.schedulerName: the default scheduler places pods one by one "
+                "(use a gang scheduler such as scheduler-plugins or Volcano)"
+            ),
+            field_path=".gang",
+            check=lambda s: not s.gang or s.scheduler_name is not None,
+        ),
+        CelRule(
             rule="self.nprocPerNode == oldSelf.nprocPerNode",
             message="spec.nprocPerNode is immutable: it cannot change after the job is created",
             field_path=".nprocPerNode",
@@ -318,7 +327,10 @@ class TrainingJobSpec(SpecModel):
     """NCCL settings, merged over the cluster defaults."""
 
     gang: bool = False
-    """Schedule each epoch all-or-nothing (with a PodGroup when schedulerName supports one)."""
+    """Schedule each epoch all-or-nothing: an epoch's PodGroup (scheduler-plugins'
+    scheduling.x-k8s.io) with minMember = its node count, for the gang scheduler named in
+    schedulerName (required). Where the cluster serves no PodGroup, the job runs without one and
+    says so in a GangSchedulingUnavailable event."""
 
     scheduler_name: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
     """Scheduler for the node pods, e.g. scheduler-plugins or Volcano for gang scheduling."""

@@ -416,3 +416,19 @@ def test_created_ranks_are_a_permutation(max_nodes: int, scale: int, nproc: int)
     ranks = sorted(a.rank for a in plan.of_type(CreateNodePod))
     assert ranks == list(range(j.status.nodes))  # type: ignore[union-attr]
     assert 2 <= j.status.nodes <= max_nodes  # type: ignore[union-attr]
+
+
+def test_gang_without_podgroups_says_so_once_per_epoch() -> None:
+    """No field accepted and ignored: where the cluster serves no PodGroup, `gang` cannot act,
+    and the job says so when it creates an epoch's pods (not on every reconcile after)."""
+    ganged = job(gang=True, schedulerName="scheduler-plugins-scheduler")
+    j, _ = step(ganged, Observed(), at(0))
+    j, plan = step(j, Observed(), at(1))
+    assert "GangSchedulingUnavailable" in events(plan)
+    created = tuple(pods(1, 2, phase="Pending"))
+    j, plan = step(j, Observed(pods=created), at(2))
+    assert "GangSchedulingUnavailable" not in events(plan)
+    served = replace(Observed(), podgroups_supported=True)
+    j, _ = step(ganged, served, at(0))
+    j, plan = step(j, served, at(1))
+    assert "GangSchedulingUnavailable" not in events(plan)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from phalanx.models import env
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import assignment_lease_name, lease_name, node_pod_name, service_name
+from phalanx.models.spec import TrainerSettings
 from phalanx.operator.planner import elastic
 
 
@@ -66,16 +67,17 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
         values["CHECKPOINT_INTERVAL_SECONDS"] = spec.checkpoint.interval_seconds
     if spec.nccl is not None and spec.nccl.timeout_seconds is not None:
         values["COLLECTIVE_TIMEOUT_SECONDS"] = spec.nccl.timeout_seconds
-    if (trainer := spec.trainer) is not None:
-        values |= {
-            "GLOBAL_BATCH_SIZE": trainer.global_batch_size,
-            "SHARDING": trainer.sharding,
-            "MIXED_PRECISION": trainer.mixed_precision,
-            "ACTIVATION_CHECKPOINTING": str(trainer.activation_checkpointing).lower(),
-            "SEED": trainer.seed,
-        }
-        if trainer.steps is not None:
-            values["STEPS"] = trainer.steps
+    # Unset, `spec.trainer` means its documented defaults, not the trainer's own.
+    trainer = spec.trainer or TrainerSettings()
+    values |= {
+        "GLOBAL_BATCH_SIZE": trainer.global_batch_size,
+        "SHARDING": trainer.sharding,
+        "MIXED_PRECISION": trainer.mixed_precision,
+        "ACTIVATION_CHECKPOINTING": str(trainer.activation_checkpointing).lower(),
+        "SEED": trainer.seed,
+    }
+    if trainer.steps is not None:
+        values["STEPS"] = trainer.steps
     return {f"{env.PHALANX_PREFIX}TRAINER_{k}": str(v) for k, v in values.items()}
 
 

@@ -193,8 +193,15 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
         current.launched = True
         return False
     d.actions.append(EnsureChildren())
-    if d.spec.gang and d.spec.scheduler_name and d.observed.podgroups_supported:
+    if d.spec.gang and d.observed.podgroups_supported:
         d.actions.append(EnsurePodGroup(epoch=d.status.epoch, min_member=d.status.nodes))
+    elif d.spec.gang and not pods:  # once per epoch: its first pods are created now
+        d.event(
+            "GangSchedulingUnavailable",
+            "spec.gang is set but this cluster serves no PodGroup (scheduling.x-k8s.io): "
+            "the epoch's pods are scheduled one by one",
+            "Warning",
+        )
     avoid = tuple(d.status.avoid_nodes)
     master = next((pod for pod, rank in current.ranks.items() if rank == 0), None)
     for rank in range(d.status.nodes):
