@@ -2,7 +2,9 @@
 state (model + AdamW), at two model sizes, measured side by side in one run.
 
 Blocked time is what the training loop waits for: the whole `save()` when sync; only the staging
-copy when async (the upload then runs in a background thread). The async saves are committed
+copy when async (the upload then runs in a background thread). The copy itself runs beside the
+next forward and backward passes; the next optimizer step waits for it (`wait_staged`), so the
+whole copy is counted: the most it can block. The async saves are committed
 (waited for) between measurements, outside the blocked time.
 
 Usage: python -m bench.checkpoint [--repeats 3] [--out bench/results/checkpoint.md]
@@ -40,6 +42,7 @@ SIZES = {
 def blocked_seconds(manager: CheckpointManager, state: AppState, step: int, *, sync: bool) -> float:
     started = time.perf_counter()
     manager.save(step, {"app": state}, blocking=sync)
+    manager.wait_staged()  # the most the next optimizer step can wait for the staging copy
     blocked = time.perf_counter() - started
     manager.wait()  # commit before the next measurement; not counted
     return blocked

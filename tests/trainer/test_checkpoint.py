@@ -2,8 +2,9 @@
 
 Covers: a missing `.metadata` or a truncated shard in the newest directory makes resume use the
 previous one; a full disk (a small tmpfs) fails the save loudly and leaves the previous checkpoint
-intact; pruning keeps the newest K and never the newest valid; async saves commit on wait; an
-fsspec URL works like a directory. One rank, in a real (single-member) gloo process group;
+intact; pruning keeps the newest K and never the newest valid; async saves commit on wait and save the
+state as it was at the save, though it changes once the staging is done; an fsspec URL works
+like a directory. One rank, in a real (single-member) gloo process group;
 the multi-rank and resharding paths are exercised by the trajectory test.
 """
 
@@ -114,6 +115,16 @@ def test_async_save_commits_on_wait(tmp_path: Path) -> None:
     manager.wait()
     assert manager.valid_steps() == [5]
     assert loaded(manager) == (5, 5.0)
+
+
+def test_an_async_save_holds_the_state_of_its_step_once_staged(tmp_path: Path) -> None:
+    manager = CheckpointManager(str(tmp_path), keep=3)
+    live = state(5.0, size=1 << 20)
+    manager.save(5, live)
+    manager.wait_staged()  # what the trainer's optimizer step waits for
+    live["app"]["weights"].fill_(6.0)  # type: ignore[index]
+    manager.close()
+    assert loaded(manager, size=1 << 20) == (5, 5.0)
 
 
 def test_fsspec_url(tmp_path: Path) -> None:

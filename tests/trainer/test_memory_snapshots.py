@@ -1,5 +1,6 @@
-"""Memory snapshots on one rank (no process group): whole or absent, loaded only when not older
-than storage and when they fit the live state, and off when asked. The multi-rank agreement runs
+"""Memory snapshots on one rank (no process group): whole or absent, a copy of the step they were
+taken at (the state may change once `wait_staged` returns), loaded only when not older than
+storage and when they fit the live state, and off when asked. The multi-rank agreement runs
 for real in tests/local/test_inplace.py."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def test_a_snapshot_restores_the_state_of_its_step(tmp_path: Path) -> None:
     live = Counter()
     taken = []
     for step in range(1, 6):
+        memory.wait_staged()  # as the trainer's optimizer step does: the copy is taken
         advance(live, step)
         taken.append(memory.maybe_save(step, live))
     memory.wait()

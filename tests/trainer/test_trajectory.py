@@ -2,7 +2,8 @@
 
 Reference: 4 ranks, 120 steps, uninterrupted. Resized: a rank is SIGKILLed at step 40 and at step
 80; the job resumes from the newest checkpoint at world size 3, then 4 (for TP=2: 4 -> 2 -> 4 ranks,
-the tensor group kept whole). From the first resumed step on, every step's loss matches the
+the tensor group kept whole; for PP=2 likewise, the pipeline of two stages kept whole, so a resize
+changes the data-parallel degree only). From the first resumed step on, every step's loss matches the
 reference within 1e-4, and every sample is used exactly once per data epoch in both runs.
 The global batch (10) does not divide 3 or 4 ranks evenly: the loss weighting is exercised.
 """
@@ -25,6 +26,7 @@ CASES = {
     "ddp": ({"sharding": "ddp"}, {}, (4, 3, 4)),
     "fsdp-full-shard": ({"sharding": "fsdp"}, {}, (4, 3, 4)),
     "tp2-fsdp": ({"sharding": "fsdp"}, {"PHALANX_TENSOR_PARALLEL": "2"}, (4, 2, 4)),
+    "pp2-ddp": ({"sharding": "ddp"}, {"PHALANX_PIPELINE_PARALLEL": "2"}, (4, 2, 4)),
 }
 
 

@@ -128,7 +128,7 @@ class TrainerSettings(SpecModel):
     """Recompute activations in the backward pass to save memory."""
 
     steps: Annotated[int | None, Field(ge=1)] = None
-    """Total optimizer steps; unset means one pass over the data."""
+    """Total optimizer steps; unset, the reference trainer's default (100)."""
 
     seed: Annotated[int, Field(ge=0)] = 0
     """Seed for model initialisation and data order."""

@@ -5,6 +5,7 @@ so for those the pod's variable is where the effect ends in this repository)."""
 from __future__ import annotations
 
 from phalanx.models import TrainingJob, env
+from phalanx.trainer.parallel import grid
 from tests.unit.spec_effects.build import (
     UNSET,
     Effect,
@@ -37,14 +38,17 @@ def _tensor(job: TrainingJob) -> tuple[str | None, int, int | None]:
     )
 
 
-def _pipeline(job: TrainingJob) -> tuple[str | None, int, int]:
-    """The pipeline degree as set and parsed, and the size the planner starts the job at (sizes
-    whose world is not a multiple of tensor x pipeline are skipped). The reference trainer's use
-    of the pipeline degree is being built; its check joins this one when it lands."""
+def _pipeline(job: TrainingJob) -> tuple[str | None, int, int, int]:
+    """The pipeline degree as set and parsed, the size the planner starts the job at (sizes
+    whose world is not a multiple of tensor x pipeline are skipped), and the pipeline stage the
+    reference trainer gives the pod's last rank (tests/trainer/test_trajectory.py trains it)."""
+    pod = parsed_pod_env(job)
+    last = pod.world_size - 1
     return (
         pod_vars(job).get(env.PHALANX_PIPELINE_PARALLEL),
-        parsed_pod_env(job).pipeline_parallel,
+        pod.pipeline_parallel,
         first_status(job).nodes,
+        grid(last, pod.world_size, pod.tensor_parallel, pod.pipeline_parallel).pp_rank,
     )
 
 
@@ -62,7 +66,7 @@ EFFECTS: dict[str, Effect] = {
     "parallelism.pipeline": Effect(
         {"nprocPerNode": 2, "replicas.desired": 3, "parallelism.pipeline": 4},
         _pipeline,
-        ("4", 4, 2),
+        ("4", 4, 2, 3),
         {"nprocPerNode": 2, "replicas.desired": 3},
     ),
     "checkpoint.dir": Effect(

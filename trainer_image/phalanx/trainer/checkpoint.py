@@ -5,6 +5,11 @@ A directory is valid only when its `.metadata` exists: DCP writes it last, atomi
 file renamed), after every rank's shards. Partial or corrupt directories are skipped with a
 warning and the previous valid one is used; all ranks agree on which one loaded. The newest valid
 checkpoint is never deleted. Works on a local or shared directory and on an fsspec URL.
+
+An async save first stages the state into host memory (`devices.stager`: on a GPU, pinned
+buffers filled by non-blocking copies on a stream of their own, in a background thread), then
+writes it from another thread. Training goes on meanwhile; only the next optimizer step, the
+first thing that changes the saved tensors, waits for the staging (`wait_staged`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,13 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint.staging import DefaultStager
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
+from phalanx.trainer import devices
 from phalanx.trainer.distributed import all_ok
 
 log = logging.getLogger(__name__)
@@ -46,6 +54,8 @@ class CheckpointManager:
     """A group for checkpoint collectives, so a background save never races training's."""
     _pending: Future[Any] | None = field(default=None, init=False)
     _pending_step: int | None = field(default=None, init=False)
+    _staged: Future[None] | None = field(default=None, init=False)
+    _stager: DefaultStager | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.fs, self.root = fsspec.core.url_to_fs(self.location)
@@ -91,8 +101,19 @@ class CheckpointManager:
         writer = self._writer(self.path(step))
         try:
             if self.async_save and not blocking:
-                self._pending = dcp_async_save(  # type: ignore[assignment]
-                    state, storage_writer=writer, process_group=self.process_group
+                if self._stager is None:
+                    self._stager = devices.stager()  # kept: its host buffers are reused
+                devices.settle()
+                response = dcp_async_save(
+                    state,
+                    storage_writer=writer,
+                    process_group=self.process_group,
+                    async_stager=self._stager,
+                )
+                assert isinstance(response, AsyncSaveResponse)  # the stager stages async
+                self._staged, self._pending = (
+                    response.staging_completion,
+                    response.upload_completion,
                 )
                 self._pending_step = step
                 return
@@ -103,8 +124,28 @@ class CheckpointManager:
             ) from error
         self._committed(step)
 
+    def wait_staged(self) -> None:
+        """Block until an in-flight async save has copied the state (call before changing it)."""
+        staged, self._staged = self._staged, None
+        if staged is None:
+            return
+        try:
+            staged.result()
+        except (Exception, CheckpointException) as error:
+            raise CheckpointSaveError(
+                f"staging step {self._pending_step} failed: {error}"
+            ) from error
+
+    def close(self) -> None:
+        """Finish an in-flight save and free the host buffers of staging."""
+        self.wait()
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
+
     def wait(self) -> None:
         """Block until an in-flight async save is committed (or raise if it failed)."""
+        self.wait_staged()
         if self._pending is None:
             return
         pending, step = self._pending, self._pending_step

@@ -4,6 +4,9 @@ Why a *global* position: the sampler state is how many samples the whole job has
 per-rank cursor. Each step takes the next `global_batch` samples of the data epoch's permutation
 and splits them among the data-parallel ranks, so after a resize to any world size training
 continues from the very next sample, and every sample is used exactly once per data epoch.
+
+The data and the sampler live on the host (`device="cpu"` everywhere, whatever torch's default
+device): the trainer moves each batch to its device as it uses it.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ class SyntheticTokens:
     seed: int = 0
 
     def build(self) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(self.seed)
-        a = torch.randint(1, 4, (self.samples, 1), generator=generator)
-        b = torch.randint(0, self.vocab, (self.samples, 1), generator=generator)
-        tokens = torch.empty(self.samples, self.seq_len + 1, dtype=torch.long)
-        tokens[:, 0] = torch.randint(0, self.vocab, (self.samples,), generator=generator)
+        host = torch.device("cpu")
+        generator = torch.Generator(host).manual_seed(self.seed)
+        a = torch.randint(1, 4, (self.samples, 1), generator=generator, device=host)
+        b = torch.randint(0, self.vocab, (self.samples, 1), generator=generator, device=host)
+        tokens = torch.empty(self.samples, self.seq_len + 1, dtype=torch.long, device=host)
+        tokens[:, 0] = torch.randint(
+            0, self.vocab, (self.samples,), generator=generator, device=host
+        )
         for i in range(self.seq_len):
             tokens[:, i + 1] = (a[:, 0] * tokens[:, i] + b[:, 0]) % self.vocab
         return tokens
@@ -46,8 +52,10 @@ class GlobalSampler:
     seed: int = 0
 
     def permutation(self, data_epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + data_epoch)
-        return [int(i) for i in torch.randperm(self.dataset_size, generator=generator)]
+        host = torch.device("cpu")
+        generator = torch.Generator(host).manual_seed(self.seed * 1_000_003 + data_epoch)
+        order = torch.randperm(self.dataset_size, generator=generator, device=host)
+        return [int(i) for i in order]
 
     def batch(self, position: int) -> list[int]:
         """The `global_batch` sample ids starting at global `position` (crossing epochs)."""
@@ -73,3 +81,9 @@ def micro_batches(ids: list[int], count: int) -> list[list[int]]:
     """`ids` in `count` pieces (some may be empty), so every rank runs the same number of
     forward/backward passes, which sharded data parallelism needs to keep collectives aligned."""
     return [split(ids, count, i) for i in range(count)]
+
+
+def padded(chunk: list[int], size: int) -> list[int]:
+    """`chunk` filled up to `size` samples with sample 0, which the caller weights 0: a pipeline
+    sends every micro-batch at one shape, and a padding sample adds nothing to loss or gradient."""
+    return chunk + [0] * (size - len(chunk))

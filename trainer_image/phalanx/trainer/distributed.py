@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from phalanx.models import env, exits
+from phalanx.trainer import devices
 
 ERROR_FILE_ENV = env.PHALANX_WORKER_ERROR_FILE
 
@@ -40,10 +41,6 @@ class Timeouts:
     """After the first step: a hung peer is found this fast."""
 
 
-def backend() -> str:
-    return "nccl" if torch.cuda.is_available() else "gloo"
-
-
 _side_group: dist.ProcessGroup | None = None
 """A gloo group beside an NCCL default group, for the monitored barrier (gloo only)."""
 
@@ -51,10 +48,11 @@ _side_group: dist.ProcessGroup | None = None
 def init(timeouts: Timeouts) -> None:
     """Join the job's process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the env)."""
     global _side_group
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend(), timeout=timeouts.startup)
-    if backend() != "gloo":  # created now, while every rank is here, not at preflight
+    device = devices.device()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(devices.backend(), timeout=timeouts.startup)
+    if devices.backend() != "gloo":  # created now, while every rank is here, not at preflight
         _side_group = cast(
             dist.ProcessGroup, dist.new_group(backend="gloo", timeout=timeouts.preflight)
         )
@@ -63,10 +61,9 @@ def init(timeouts: Timeouts) -> None:
 def preflight(timeouts: Timeouts) -> None:
     """A monitored barrier (gloo names the ranks that do not arrive) and a tiny all-reduce, with a
     short timeout: everyone is up by now, so a missing rank is a broken node or network."""
-    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     try:
         dist.monitored_barrier(group=_side_group, timeout=timeouts.preflight, wait_all_ranks=True)
-        probe = torch.ones(1, device=device)
+        probe = torch.ones(1, device=devices.for_group())
         dist.all_reduce(probe)
         if int(probe.item()) != dist.get_world_size():
             raise PreflightError(
@@ -90,7 +87,7 @@ def all_ok(ok: bool, group: dist.ProcessGroup | None = None) -> bool:
     so that all ranks take the same branch after a step that may fail on some of them."""
     if not dist.is_initialized():
         return ok
-    flag = torch.tensor([0 if ok else 1])
+    flag = torch.tensor([0 if ok else 1], device=devices.for_group(group))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
     return int(flag.item()) == 0
 

@@ -10,14 +10,23 @@ removes it when it exits.
 
 What is kept: each worker keeps one snapshot, `local-<local rank>.pt`, written by a background
 thread to a temporary name and renamed, so a snapshot is whole or absent. It holds the rank's
-own tensors (an FSDP or tensor-parallel shard is its local part), its rank and world size, and
-whether the state is replicated (no DTensor: DDP), which any rank can load at any world size.
+own tensors (an FSDP or tensor-parallel shard is its local part), its rank and world size, the
+part of the model it covers (its pipeline stage; "model" without pipeline parallelism), and
+whether the state is replicated (no DTensor: DDP), which any rank holding the same part can load
+at any world size: with pipeline parallelism a peer replica of the same stage, never another
+stage.
+
+How it gets to host memory: as a checkpoint does (`devices.stager`): a background copy into
+host buffers reused from one snapshot to the next (pinned, by non-blocking copies on a stream of
+their own on a GPU), which the next optimizer step waits for (`wait_staged`), then `torch.save`
+in the writer thread.
 
 When it is used: every rank of the new epoch says which snapshot step it can load (one of its
 own layout, or a replicated one). When all name the same step, not older than the newest valid
 checkpoint on storage, each loads its own. When some have none (a replacement pod, a hot spare)
-but the state is replicated (DDP) and the newest snapshot is newer than storage, the lowest rank
-holding it sends it to all (a peer's memory instead of storage, as DLRover does). Otherwise (a
+but the state is replicated (DDP) and the newest snapshot is newer than storage, for each part
+the lowest rank holding it sends it to the ranks of that part (a peer's memory instead of
+storage, as DLRover does); if some part has no holder, all load from storage. Otherwise (a
 rank's last write did not finish, a resized sharded job) all load from storage, so no rank ever
 resumes from a step its peers do not.
 """
@@ -26,29 +35,30 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.staging import DefaultStager
 from torch.distributed.tensor import DTensor
 
+from phalanx.trainer import devices
 from phalanx.trainer.distributed import all_ok
 
 log = logging.getLogger(__name__)
 
 
-def host_copy(value: Any) -> Any:
-    """The state dict with every tensor copied to host memory (a DTensor as its local part)."""
+def local_view(value: Any) -> Any:
+    """The state dict with every DTensor replaced by its local part (a view: nothing is copied)."""
     if isinstance(value, dict):
-        return {key: host_copy(item) for key, item in value.items()}
+        return {key: local_view(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(host_copy(item) for item in value)
+        return type(value)(local_view(item) for item in value)
     if isinstance(value, DTensor):
-        value = value.to_local()
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
+        return value.to_local()
     return value
 
 
@@ -102,10 +112,14 @@ class MemorySnapshots:
     interval_steps: int
     local_rank: int
     process_group: dist.ProcessGroup | None = None
+    part: str = "model"
+    """The part of the model this rank holds (`parallel.Layout.part`)."""
     source: str | None = field(default=None, init=False)
     """After `load`: "memory" (each rank its own snapshot), "peer" (sent by a peer), or None."""
     _writer: threading.Thread | None = field(default=None, init=False)
     _error: BaseException | None = field(default=None, init=False)
+    _staged: Future[Any] | None = field(default=None, init=False)
+    _stager: DefaultStager | None = field(default=None, init=False)
 
     @property
     def enabled(self) -> bool:
@@ -123,29 +137,50 @@ class MemorySnapshots:
             return False
         self.wait()
         state = stateful.state_dict()
-        snapshot = {
+        if self._stager is None:
+            self._stager = devices.stager()  # kept: its host buffers are reused
+        devices.settle()
+        staged = self._stager.stage(local_view(state))
+        assert isinstance(staged, Future)  # the stager stages async
+        self._staged = staged
+        header = {
             "step": step,
             "rank": dist.get_rank() if dist.is_initialized() else 0,
             "world": dist.get_world_size() if dist.is_initialized() else 1,
+            "part": self.part,
             "replicated": not has_shards(state),
-            "state": host_copy(state),
         }
         self._writer = threading.Thread(
-            target=self._write, args=(snapshot,), name="memory-snapshot", daemon=True
+            target=self._write, args=(header, staged), name="memory-snapshot", daemon=True
         )
         self._writer.start()
         return True
 
-    def _write(self, snapshot: dict[str, Any]) -> None:
+    def _write(self, header: dict[str, Any], staged: Future[Any]) -> None:
         temporary = self.path.with_suffix(".tmp")
         try:
-            torch.save(snapshot, temporary)
+            torch.save({**header, "state": staged.result()}, temporary)
             temporary.replace(self.path)
         except BaseException as error:  # a full tmpfs: storage checkpoints still work
             self._error = error
 
+    def wait_staged(self) -> None:
+        """Block until an in-flight snapshot has copied the state (call before changing it); a
+        failed copy is the writer's to report."""
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            staged.exception()
+
+    def close(self) -> None:
+        """Finish an in-flight snapshot and free the host buffers of staging."""
+        self.wait()
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
+
     def wait(self) -> None:
         """Let an in-flight snapshot finish; a failed one is logged, not fatal."""
+        self._staged = None
         if self._writer is not None:
             self._writer.join()
             self._writer = None
@@ -164,26 +199,35 @@ class MemorySnapshots:
             return None
         rank = dist.get_rank() if dist.is_initialized() else 0
         world = dist.get_world_size() if dist.is_initialized() else 1
+        if snapshot.get("part", "model") != self.part:
+            return None
         if snapshot["replicated"] or (snapshot["rank"], snapshot["world"]) == (rank, world):
             return snapshot
         return None
 
     def load(self, state: Any, storage_step: int | None) -> int | None:
         """Load the snapshot every rank holds (or, for a replicated state, the newest one a peer
-        holds) when it is not older than `storage_step`, the newest valid checkpoint on storage:
-        its step, or None (load from storage)."""
+        of the same part holds) when it is not older than `storage_step`, the newest valid
+        checkpoint on storage: its step, or None (load from storage)."""
         self.source = None
         snapshot = self._usable()
         live = state.state_dict()
-        views = self._gather((snapshot["step"] if snapshot else -1, not has_shards(live)))
-        steps = [step for step, _ in views]
+        view = (snapshot["step"] if snapshot else -1, not has_shards(live), self.part)
+        views = self._gather(view)
+        steps = [step for step, _, _ in views]
         step, floor = max(steps), -1 if storage_step is None else storage_step
         if step < 0 or step < floor:
             return None
         if any(s != step for s in steps):
-            if not all(r for _, r in views) or step == floor:  # storage is as new: no transfer
+            if not all(r for _, r, _ in views) or step == floor:  # storage is as new: no transfer
                 return None
-            snapshot = self._from_peer(steps.index(step), snapshot)
+            holders: dict[str, int] = {}  # the lowest rank holding `step`, for each part
+            for rank, (held, _, part) in enumerate(views):
+                if held == step:
+                    holders.setdefault(part, rank)
+            if {part for _, _, part in views} - set(holders):
+                return None  # a part no rank holds at that step: storage, for all
+            snapshot = self._from_peers(holders, snapshot)
         assert snapshot is not None
         error = None
         try:
@@ -196,16 +240,23 @@ class MemorySnapshots:
         self.source = "memory" if all(s == step for s in steps) else "peer"
         return step
 
-    def _from_peer(self, source: int, own: dict[str, Any] | None) -> dict[str, Any]:
-        """The snapshot rank `source` holds, sent to every rank of the group."""
-        box: list[dict[str, Any] | None] = [own if dist.get_rank() == source else None]
-        dist.broadcast_object_list(box, src=source, group=self.process_group)
-        assert box[0] is not None
-        return box[0]
+    def _from_peers(self, holders: dict[str, int], own: dict[str, Any] | None) -> dict[str, Any]:
+        """The snapshot of this rank's part, sent by its holder. Each holder sends to the whole
+        group in turn (the parts in one order on every rank); a rank keeps its own part's."""
+        mine = None
+        for part, source in sorted(holders.items()):
+            box: list[dict[str, Any] | None] = [own if dist.get_rank() == source else None]
+            dist.broadcast_object_list(box, src=source, group=self.process_group)
+            if part == self.part:
+                mine = box[0]
+        assert mine is not None
+        return mine
 
-    def _gather(self, view: tuple[int, bool]) -> list[tuple[int, bool]]:
+    def _gather(self, view: tuple[int, bool, str]) -> list[tuple[int, bool, str]]:
         if not dist.is_initialized():
             return [view]
-        views: list[tuple[int, bool]] = [(-1, False)] * dist.get_world_size(self.process_group)
+        views: list[tuple[int, bool, str]] = [(-1, False, "")] * dist.get_world_size(
+            self.process_group
+        )
         dist.all_gather_object(views, view, group=self.process_group)
         return views

@@ -67,21 +67,31 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
+    """The model. Under pipeline parallelism a stage keeps only its part: the modules of other
+    stages are None (the embeddings, the output head) or deleted (blocks), and the blocks are a
+    ModuleDict keyed by their index in the whole model, so a stage's parameter names are the
+    whole model's (`layers.3.attention.wq.weight`) and checkpoints fit any layout."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.tokens = nn.Embedding(config.vocab, config.dim)
-        self.positions = nn.Embedding(config.seq_len, config.dim)
-        self.layers = nn.ModuleList(Block(config) for _ in range(config.layers))
-        self.norm = nn.RMSNorm(config.dim)
-        self.output = nn.Linear(config.dim, config.vocab, bias=False)
+        self.tokens: nn.Embedding | None = nn.Embedding(config.vocab, config.dim)
+        self.positions: nn.Embedding | None = nn.Embedding(config.seq_len, config.dim)
+        self.layers = nn.ModuleDict({str(i): Block(config) for i in range(config.layers)})
+        self.norm: nn.RMSNorm | None = nn.RMSNorm(config.dim)
+        self.output: nn.Linear | None = nn.Linear(config.dim, config.vocab, bias=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.tokens(tokens) + self.positions(positions)
-        for layer in self.layers:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids to logits; on a pipeline stage, its input (ids or hidden states) to its
+        output (hidden states or logits)."""
+        if self.tokens is not None and self.positions is not None:
+            positions = torch.arange(x.shape[1], device=x.device)
+            x = self.tokens(x) + self.positions(positions)
+        for layer in self.layers.values():
             x = layer(x)
-        return self.output(self.norm(x))  # type: ignore[no-any-return]
+        if self.norm is not None and self.output is not None:
+            x = self.output(self.norm(x))
+        return x
 
 
 def sample_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

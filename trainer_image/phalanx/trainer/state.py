@@ -1,5 +1,12 @@
 """Everything a checkpoint holds, as one DCP Stateful: model, optimizer and progress, with
-torch's distributed state-dict helpers doing the resharding (DDP, FSDP2, DTensor alike)."""
+torch's distributed state-dict helpers doing the resharding (DDP, FSDP2, DTensor alike).
+
+Why a flattened optimizer state dict: the nested form keeps one list of parameter names per
+param group, and under pipeline parallelism each stage has a different list under the same key,
+of which a checkpoint keeps one. Flattened, every entry is keyed by its parameter's name
+(`param_groups.layers.3.attention.wq.weight.lr`), as the model's are, so the stages' entries
+never collide and a checkpoint loads into any layout (torchtitan does the same).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.optim import Optimizer
 
 from phalanx.trainer.progress import TrainingProgress
+
+OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 @dataclass
@@ -21,7 +34,7 @@ class AppState(Stateful):
     progress: TrainingProgress
 
     def state_dict(self) -> dict[str, Any]:
-        model, optimizer = get_state_dict(self.model, self.optimizer)
+        model, optimizer = get_state_dict(self.model, self.optimizer, options=OPTIONS)
         return {"model": model, "optim": optimizer, "progress": self.progress.state_dict()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -30,5 +43,6 @@ class AppState(Stateful):
             self.optimizer,
             model_state_dict=state_dict["model"],
             optim_state_dict=state_dict["optim"],
+            options=OPTIONS,
         )
         self.progress.load_state_dict(state_dict["progress"])

@@ -3,7 +3,11 @@
 parse config -> build -> train -> close, destroying the process group only on success. The loop
 keeps the global batch constant at any world size (micro-batches and gradient accumulation), and
 weights each rank's loss so the gradient is the exact global mean even when the batch does not
-split evenly.
+split evenly. With pipeline parallelism a schedule runs the micro-batches (pipeline.py).
+
+Devices: the model, each batch and every tensor that goes through the default group are on
+`devices.device()` (cuda:LOCAL_RANK with NCCL, or the CPU with gloo); the data set stays on the
+host and each batch moves as it is used.
 """
 
 from __future__ import annotations
@@ -24,13 +28,15 @@ import torch.distributed as dist
 
 from phalanx.models import env, exits
 from phalanx.models.heartbeat import Resume, StartupTimes
-from phalanx.trainer import distributed, parallel, phases
+from phalanx.trainer import devices, distributed, parallel, phases
 from phalanx.trainer.checkpoint import CheckpointManager
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.contract import PodEnv
 from phalanx.trainer.data import GlobalSampler, SyntheticTokens, micro_batches, split
 from phalanx.trainer.memory import MemorySnapshots
 from phalanx.trainer.model import ModelConfig, TinyLM, sample_losses
+from phalanx.trainer.pipeline import Pipeline
+from phalanx.trainer.pipeline import check as check_pipeline
 from phalanx.trainer.progress import HeartbeatWriter, TrainingProgress
 from phalanx.trainer.state import AppState
 
@@ -39,15 +45,24 @@ class Trainer:
     def __init__(self, config: TrainerConfig, pod: PodEnv) -> None:
         self.config, self.pod = config, pod
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.layout = parallel.layout(pod.tensor_parallel)
+        check_pipeline(config, pod.pipeline_parallel)
+        self.layout = parallel.layout(pod.tensor_parallel, pod.pipeline_parallel)
+        self.heartbeat = HeartbeatWriter(epoch=pod.epoch)
         torch.manual_seed(config.seed)
         shape = ModelConfig(
             config.vocab, config.seq_len, config.dim, config.heads, config.layers, config.hidden
         )
-        self.model = parallel.parallelize(
-            TinyLM(shape), config.sharding, config.mixed_precision,
-            config.activation_checkpointing, pod.tensor_parallel, pod.nproc_per_node,
-        )  # fmt: skip
+        with torch.device(devices.device()):
+            model = TinyLM(shape)
+        self.pipeline: Pipeline | None = None
+        if self.layout.pp > 1:
+            self.pipeline = Pipeline(model, config, self.layout, self.heartbeat.compute)
+            self.model = self.pipeline.module
+        else:
+            self.model = parallel.parallelize(
+                model, config.sharding, config.mixed_precision,
+                config.activation_checkpointing, pod.tensor_parallel, pod.nproc_per_node,
+            )  # fmt: skip
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate)
         self.scaler = parallel.grad_scaler(self.model, config.mixed_precision)
         self.data = SyntheticTokens(
@@ -69,8 +84,8 @@ class Trainer:
             config.checkpoint_memory_interval_steps,
             int(os.environ.get(env.LOCAL_RANK, "0")),
             checkpoint_group,
+            part=self.layout.part,
         )
-        self.heartbeat = HeartbeatWriter(epoch=pod.epoch)
         self.preempted = False
         self.last_save = time.monotonic()
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -136,12 +151,37 @@ class Trainer:
         config, layout = self.config, self.layout
         position = self.progress.position
         ids = split(self.sampler.batch(position), layout.dp, layout.dp_rank)
+        if self.pipeline is not None:
+            local_sum = self.pipeline.step(ids, self.data)
+        else:
+            local_sum = self._accumulate(ids)
+        self._update()
+        if layout.tp_rank != 0:
+            local_sum.zero_()  # a tensor-parallel group saw the same samples: count them once
+        dist.all_reduce(local_sum)
+        loss = float(local_sum.item()) / config.global_batch_size
+        if layout.tp_rank == 0 and layout.first_stage:  # once per data-parallel replica
+            record = {"step": self.progress.step + 1, "position": position, "ids": ids,
+                      "dp_rank": layout.dp_rank, "epoch": self.pod.epoch}  # fmt: skip
+            self._log(record, f"samples-{layout.dp_rank}.jsonl")
+        self.progress.step += 1
+        self.progress.position += config.global_batch_size
+        self._log({"step": self.progress.step, "loss": loss, "world": self.world,
+                   "epoch": self.pod.epoch, "time": round(time.time(), 3)})  # fmt: skip
+        return loss
+
+    def _accumulate(self, ids: list[int]) -> torch.Tensor:
+        """Forward and backward of this rank's samples `ids` in micro-batches (gradient
+        accumulation): the weighted sum of their sample losses."""
+        config, layout, device = self.config, self.layout, devices.device()
         per_rank = math.ceil(config.global_batch_size / layout.dp)
         count = math.ceil(per_rank / config.micro_batch_size)  # the same on every rank
-        local_sum = torch.zeros((), dtype=torch.float64)
+        local_sum = torch.zeros((), dtype=torch.float64, device=device)
         for index, chunk in enumerate(micro_batches(ids, count)):
-            weights = torch.ones(len(chunk)) if chunk else torch.zeros(1)
-            batch = self.data[chunk] if chunk else self.data[:1]
+            weights = (
+                torch.ones(len(chunk), device=device) if chunk else torch.zeros(1, device=device)
+            )
+            batch = devices.to_device(self.data[chunk] if chunk else self.data[:1])
             syncs = index == count - 1
             with (
                 self.heartbeat.compute(),  # this rank's own work: a straggler shows here
@@ -155,25 +195,19 @@ class Trainer:
             with contextlib.nullcontext() if syncs else self.heartbeat.compute():
                 scaled.backward()
             local_sum += (losses.detach().double() * weights.double()).sum()
+        return local_sum
+
+    def _update(self) -> None:
+        """The optimizer step, once a save's or a snapshot's copy of the state is taken: it is
+        the first thing after a save that changes the saved tensors."""
+        self.checkpoints.wait_staged()
+        self.memory.wait_staged()
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if layout.tp_rank != 0:
-            local_sum.zero_()  # a tensor-parallel group saw the same samples: count them once
-        dist.all_reduce(local_sum)
-        loss = float(local_sum.item()) / config.global_batch_size
-        if layout.tp_rank == 0:
-            record = {"step": self.progress.step + 1, "position": position, "ids": ids,
-                      "dp_rank": layout.dp_rank, "epoch": self.pod.epoch}  # fmt: skip
-            self._log(record, f"samples-{layout.dp_rank}.jsonl")
-        self.progress.step += 1
-        self.progress.position += config.global_batch_size
-        self._log({"step": self.progress.step, "loss": loss, "world": self.world,
-                   "epoch": self.pod.epoch, "time": round(time.time(), 3)})  # fmt: skip
-        return loss
 
     def save(self, blocking: bool = False) -> None:
         self.last_save = time.monotonic()
@@ -184,8 +218,8 @@ class Trainer:
         )
 
     def close(self) -> None:
-        self.checkpoints.wait()
-        self.memory.wait()
+        self.checkpoints.close()
+        self.memory.close()
 
     def _agree(self) -> tuple[bool, bool]:
         """One collective per step for what every rank must decide alike: is any rank being
@@ -193,7 +227,7 @@ class Trainer:
         the last save (the clocks differ a little; a save is a collective)."""
         limit = self.config.checkpoint_interval_seconds
         overdue = limit is not None and time.monotonic() - self.last_save >= limit
-        flags = torch.tensor([int(self.preempted), int(overdue)])
+        flags = torch.tensor([int(self.preempted), int(overdue)], device=devices.for_group())
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return bool(flags[0].item()), bool(flags[1].item())
 
