@@ -1,6 +1,7 @@
 """Jobs that run to completion on real pods, every shipped example among them: the quickstart
-(through kubectl), elastic DDP, FSDP with tensor parallelism, an unmodified torchrun script that
-loses a pod, and an image that does not exist.
+(through kubectl), elastic DDP, FSDP with tensor parallelism, an unmodified script that loses a
+pod as torchrun's command and as `python train.py` (one process per pod), the same script with
+phalanx.progress, and an image that does not exist.
 
 Examples run as shipped, but for the suite's adaptations (tests/e2e/cluster.py: mounted torch,
 the shared checkpoint claim, fake GPUs) and two of this test's: the reference trainer's step
@@ -26,7 +27,14 @@ from tests.support.manifests import (
 )
 
 EXAMPLE_STEPS = 30
-RUN_HERE = {"quickstart", "elastic-ddp", "fsdp-tensor-parallel", "torchrun-script"}
+RUN_HERE = {
+    "quickstart",
+    "elastic-ddp",
+    "fsdp-tensor-parallel",
+    "torchrun-script",
+    "python-script",
+    "progress-script",
+}
 
 
 def example(kind: KindCluster, name: str) -> dict[str, Any]:
@@ -118,6 +126,66 @@ def test_the_torchrun_example_finishes_after_losing_a_pod(
     assert max(r.get("step", 0) for r in seen) == 200
     record("torchrun-pod-deleted", fault_to_first_step_s=round(first["time"] - fault_at, 1),
            resumed_from_step=resumed[0]["resumed"])  # fmt: skip
+
+
+def _script_config_map(kind: KindCluster, namespace: str, name: str, script: str) -> None:
+    kind.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": name}, "data": {script: (EXAMPLES_DIR / script).read_text()}})  # fmt: skip
+
+
+def _step_log(kind: KindCluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    steps = kind.shared_dir(namespace) / job / "steps.jsonl"
+    return [json.loads(line) for line in steps.read_text().splitlines()] if steps.exists() else []
+
+
+def test_the_python_script_example_gets_its_ranks_and_says_it_reports_no_steps(
+    kind: KindCluster, namespace: str
+) -> None:
+    """`python train.py` as the command, one process per pod: RANK and WORLD_SIZE from the pod
+    (the PyTorchJob contract). It reports nothing, and the status says so."""
+    _script_config_map(kind, namespace, "train-script", "train.py")
+    kind.create_job(namespace, example(kind, "python-script"))
+    wait_for(lambda: any(r.get("step", 0) >= 25 for r in _step_log(kind, namespace, "python-script")),
+             300, "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
+    epoch = kind.status(namespace, "python-script")["epoch"]
+    victim = kind.running_pod(namespace, "python-script", epoch, rank=1)
+    fault_at = time.time()
+    kind.core.delete_namespaced_pod(victim.metadata.name, namespace)
+    done = succeeded(kind, namespace, "python-script")
+    assert done["epoch"] > epoch
+    seen = _step_log(kind, namespace, "python-script")
+    resumed = [r for r in seen if "resumed" in r and r["time"] > fault_at]
+    assert resumed, seen[-5:]
+    assert resumed[0]["resumed"] >= 20, seen[-5:]
+    assert resumed[0]["world"] == done["nodes"], "one worker per pod, ranked by the pod's env"
+    assert max(r.get("step", 0) for r in seen) == 200
+    assert "progress" not in done, "no step reported, none made up"
+    assert "goodput" not in done
+    reported = next(c for c in done["conditions"] if c["type"] == "ProgressReported")
+    assert reported["status"] == "False", reported
+
+
+def test_the_progress_script_example_shows_its_steps_and_checkpoint(
+    kind: KindCluster, namespace: str
+) -> None:
+    """The same script with phalanx.progress under the agent: its steps, loss and newest
+    checkpoint are in the status, through a lost pod."""
+    _script_config_map(kind, namespace, "progress-script", "progress_train.py")
+    kind.create_job(namespace, example(kind, "progress-script"))
+    status = kind.wait_status(
+        namespace, "progress-script",
+        lambda s: s.get("progress", {}).get("step", 0) >= 25, "step 25 in status", timeout=300,
+    )  # fmt: skip
+    assert status["lastCheckpoint"]["path"].startswith("/checkpoints/progress-script/step-")
+    victim = kind.running_pod(namespace, "progress-script", status["epoch"], rank=1)
+    kind.core.delete_namespaced_pod(victim.metadata.name, namespace)
+    done = succeeded(kind, namespace, "progress-script")
+    assert done["progress"]["step"] == 200
+    assert done["lastCheckpoint"]["path"] == "/checkpoints/progress-script/step-200"
+    assert done["restarts"]["total"] >= 1
+    assert 0 < done["goodput"] <= 1
+    reported = next(c for c in done["conditions"] if c["type"] == "ProgressReported")
+    assert reported["status"] == "True", reported
 
 
 def test_an_image_that_does_not_exist_is_a_configuration_error_not_a_restart_loop(

@@ -1,5 +1,6 @@
 """The agent's renewals: at once when its workers' phase changes, every period while it does not,
-never once they all train; a program without phases renews as `untracked`, less often."""
+never once they all train; a program without phases renews as `untracked`, less often, until
+every worker of the pod entered a phase (a script using phalanx.progress)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,39 @@ def test_a_program_without_phases_renews_as_untracked_every_few_seconds(tmp_path
     assert live.due() is None
     clock.now += UNTRACKED_RENEW_SECONDS
     assert live.due() == "untracked"
+
+
+def test_a_script_that_enters_phases_is_tracked_once_every_worker_did(tmp_path: Path) -> None:
+    """A script using phalanx.progress: untracked at first (its workers import), then judged as
+    the reference trainer is; renewals stop once all train, its steps being the proof."""
+    files = [tmp_path / "phase-1-0", tmp_path / "phase-1-1"]
+    clock = Clock()
+    live = Liveness(files, tracked=False, period=2.0, clock=clock)
+    assert live.due() == "untracked"
+    files[0].write_text("rendezvous")
+    clock.now += UNTRACKED_RENEW_SECONDS
+    assert live.due() == "untracked", "one worker of two entered a phase: not yet tracked"
+    files[1].write_text("loading")
+    assert live.due() == "rendezvous", "every worker did: the least advanced, at once"
+    assert live.renew_seconds == 2.0, "tracked: every period, not every 5 s"
+    files[0].write_text("training")
+    files[1].write_text("training")
+    assert live.due() == "training"
+    clock.now += 3600
+    assert live.due() is None
+
+
+def test_a_script_that_reports_from_rank_0_alone_stays_untracked(tmp_path: Path) -> None:
+    """Its other workers never write a phase: "starting" forever would be wrong, so the agent
+    goes on renewing as untracked."""
+    files = [tmp_path / "phase-1-0", tmp_path / "phase-1-1"]
+    files[0].write_text("training")
+    clock = Clock()
+    live = Liveness(files, tracked=False, period=2.0, clock=clock)
+    assert live.due() == "untracked"
+    clock.now += UNTRACKED_RENEW_SECONDS
+    assert live.due() == "untracked"
+    assert live.renew_seconds == UNTRACKED_RENEW_SECONDS
 
 
 def test_only_the_reference_trainer_is_known_to_report_phases() -> None:

@@ -89,3 +89,16 @@ def test_outside_a_phalanx_pod_it_does_nothing(monkeypatch: pytest.MonkeyPatch) 
 def test_an_unknown_phase_is_refused_naming_the_phases() -> None:
     with pytest.raises(ValueError, match="rendezvous, loading, first-step, training"):
         progress.phase("warming-up")
+
+
+def test_a_checkpoint_shows_in_the_heartbeat_at_once(tmp_path: Path) -> None:
+    """A script may save at its last step and exit: the checkpoint must not wait for a report."""
+    reporter = progress.Reporter(tmp_path / "progress.json", epoch=1)
+    reporter.checkpoint(0, str(tmp_path / "step-0"))
+    assert not (tmp_path / "progress.json").exists(), "no step yet: no heartbeat made up"
+    reporter.report(20, loss=0.5)
+    reporter.checkpoint(20, str(tmp_path / "step-20"))
+    beat = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    assert (beat.step, beat.loss) == (20, 0.5)
+    assert beat.checkpoint is not None
+    assert (beat.checkpoint.step, beat.checkpoint.path) == (20, str(tmp_path / "step-20"))

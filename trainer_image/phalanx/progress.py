@@ -11,10 +11,15 @@
             progress.checkpoint(step + 1, path)        # after the checkpoint is committed
 
 What a script gets for it (the agent publishes what global rank 0 writes; see the README's
-table): the job's step, loss and throughput in its status, metrics and summary; hang detection
-(a step that stops advancing restarts the gang); recovery measured to the first step after a
-restart; the newest checkpoint in the status. With `sync_ranks=True` on every rank, each rank's
-step and compute times too, so a slow rank (a straggler) is found and its node avoided.
+table, "Your own training script"): the job's step, loss and throughput in its status, metrics
+and summary; hang detection (a step that stops advancing restarts the gang); recovery measured
+to the first step after a restart; the newest checkpoint in the status. With `sync_ranks=True`
+on every rank, each rank's step and compute times too, so a slow rank (a straggler) is found and
+its node avoided. Once every worker of a pod entered a phase (`phase`, or the first `report`),
+its agent judges it as it judges the reference trainer (phalanx.trainer.agent.liveness). Without
+these calls the job's status says that the program reports no steps, instead of figures.
+It needs the agent (the image's entrypoint, `args: [python, script.py]`): under torchrun or as
+the container's command nothing reads what it writes, and its calls do nothing.
 
 Why no dependencies: a script imports this without torch's or Phalanx's other packages being
 importable, and a call outside a Phalanx pod (no PHALANX_PROGRESS_FILE) does nothing, so the same
@@ -78,6 +83,8 @@ class Reporter:
         self.rank_compute_seconds: list[float] = []
         self.window_steps = 0
         self.checkpoint_ref: dict[str, Any] | None = None
+        self._beat: dict[str, Any] | None = None
+        """The heartbeat last written (global rank 0 only)."""
         self._last = time.monotonic()
         self._computing = 0.0
         self._reported = False
@@ -130,7 +137,8 @@ class Reporter:
             "checkpoint": self.checkpoint_ref,
             **(extra or {}),
         }
-        _write_atomically(self.path, json.dumps({k: v for k, v in beat.items() if v is not None}))
+        self._beat = beat
+        self._write()
 
     def checkpoint(self, step: int, path: str) -> None:
         """A checkpoint of step `step` is committed at `path` (a directory or URL): the job's
@@ -141,6 +149,14 @@ class Reporter:
             "path": path,
             "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         }
+        if self._beat is not None:  # at once: a script may save at its last step, then exit
+            self._beat["checkpoint"] = self.checkpoint_ref
+            self._write()
+
+    def _write(self) -> None:
+        if self.path is not None and self._beat is not None:
+            beat = {k: v for k, v in self._beat.items() if v is not None}
+            _write_atomically(self.path, json.dumps(beat))
 
     def _gather(self) -> None:
         """Every rank's mean step and compute times (a collective: all ranks call it)."""

@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from phalanx.cli.display import PHASE_STYLES
+from phalanx.models.status import PROGRESS_REPORTED
 from phalanx.sdk import Client, PhalanxAPIError
 from phalanx.sdk.calls import Manifest
 from phalanx.sdk.errors import raise_for
@@ -215,12 +216,19 @@ def _print_job(job: JobDetail, output: str) -> None:
         Text.assemble(f"{job.namespace}/{job.name}  ", (phase, PHASE_STYLES.get(phase, "")))
     )
     if status:
-        step = status.progress.step if status.progress else 0
+        step = status.progress.step if status.progress else "-"  # none reported (yet)
+        goodput = "-" if status.goodput is None else f"{status.goodput:.1%}"
         console.print(
             f"epoch {status.epoch}  nodes {status.nodes}  world {status.world_size}  "
             f"spares {status.spares}  step {step}  restarts {status.restarts.total}  "
-            f"goodput {status.goodput}"
+            f"goodput {goodput}"
         )
+        unreported = next(
+            (c for c in status.conditions if c.type == PROGRESS_REPORTED and c.status == "False"),
+            None,
+        )
+        if unreported is not None:
+            console.print(f"progress not reported: {unreported.message}")
 
 
 def register(app: typer.Typer) -> None:
@@ -259,7 +267,7 @@ def register(app: typer.Typer) -> None:
                       "RESTARTS", box=None, header_style="bold")  # fmt: skip
         for j in found:
             table.add_row(j.namespace, j.name, j.phase or "-", str(j.nodes), str(j.world_size),
-                          str(j.spares), str(j.epoch), str(j.step or 0),
+                          str(j.spares), str(j.epoch), "-" if j.step is None else str(j.step),
                           str(j.restarts))  # fmt: skip
         Console().print(table)
 

@@ -18,6 +18,8 @@ from phalanx.local import LocalRun, RunSummary
 from phalanx.local.executor import Event
 from phalanx.models.status import TrainingJobStatus
 
+NOT_REPORTED = "not reported: the program reports no steps (see phalanx.progress)"
+
 PHASE_STYLES = {
     "Running": "green",
     "Succeeded": "bold green",
@@ -71,7 +73,7 @@ class RunDisplay:
     def _panel(self, run: LocalRun) -> Panel:
         status = run.status
         progress = status.progress
-        step = f"{progress.step if progress else 0}" + (f" / {self.steps}" if self.steps else "")
+        step = f"{progress.step if progress else '-'}" + (f" / {self.steps}" if self.steps else "")
         table = Table.grid(padding=(0, 2))
         for _ in range(4):
             table.add_column()
@@ -102,7 +104,7 @@ def render_summary(console: Console, summary: RunSummary) -> None:
     if summary.message:
         table.add_row("why", summary.message)
     progress = summary.progress
-    table.add_row("steps", str(progress.step if progress else 0))
+    table.add_row("steps", str(progress.step) if progress else NOT_REPORTED)
     if progress and progress.loss is not None:
         table.add_row("final loss", f"{progress.loss:.4f}")
     table.add_row(
@@ -121,11 +123,11 @@ def render_summary(console: Console, summary: RunSummary) -> None:
         resume = summary.resumes[index] if index < len(summary.resumes) else None
         how = f"{seconds:.1f} s" + (f": {resume.describe()}" if resume else "")
         table.add_row("recovered in", how)
-    goodput = "-" if summary.goodput is None else f"{summary.goodput:.1%}"
-    table.add_row(
-        "goodput",
-        f"{goodput} (lost {summary.lost_seconds:.1f} s of {summary.duration_seconds:.1f} s)",
-    )
+    if summary.goodput is not None and summary.lost_seconds is not None:
+        lost = f"lost {summary.lost_seconds:.1f} s of {summary.duration_seconds:.1f} s"
+        table.add_row("goodput", f"{summary.goodput:.1%} ({lost})")
+    else:
+        table.add_row("goodput", NOT_REPORTED if summary.lost_seconds is None else "-")
     checkpoint = summary.last_checkpoint
     table.add_row(
         "last checkpoint", f"step {checkpoint.step}: {checkpoint.path}" if checkpoint else "-"

@@ -24,7 +24,8 @@ TORCHRUN_PREFIX: Final = "PET_"
 TORCHRUN_MIRRORED: Final = (MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE)
 """The pod variables that are also published as PET_<NAME>."""
 
-# Per worker process, set by the agent (or torchrun).
+# Per worker process, set by the agent (or torchrun); with nprocPerNode 1 also on the pod itself,
+# which is then its one worker (the PyTorchJob contract: `python train.py` as the command).
 RANK: Final = "RANK"
 LOCAL_RANK: Final = "LOCAL_RANK"
 WORLD_SIZE: Final = "WORLD_SIZE"

@@ -16,6 +16,10 @@ from phalanx.models.base import KubeModel
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 FailureClass = Literal["application", "infrastructure", "configuration"]
 
+PROGRESS_REPORTED = "ProgressReported"
+"""Condition type: True once the job's program reported a step (phalanx.progress), False while
+it is known to report none; then `progress` and `goodput` are absent, not 0."""
+
 
 class Condition(KubeModel):
     """A Kubernetes-style condition (Ready, Suspended, ConfigurationError, Succeeded, Failed...)."""

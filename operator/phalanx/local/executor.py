@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from phalanx.local.cluster import LocalCluster, LocalPod
-from phalanx.local.launch import LOOPBACK, Workdir, free_port, node_launch
+from phalanx.local.launch import LOOPBACK, Workdir, free_port, node_launch, runs_agent
 from phalanx.local.summary import Recovery
 from phalanx.models import env
 from phalanx.models.assignment import EpochAssignment
@@ -79,8 +79,9 @@ class LocalExecutor:
                     name = standby_pod_name(self.job.metadata.name or "job", epoch, index)
                     self._create(LocalPod(name, epoch, index, "standby", 0, now, avoid=avoid), 1)
                 case ObserveRecovery(
-                    seconds=seconds, parts=parts, resumed=resumed, redone_steps=redone, epoch=epoch
-                ):
+                    seconds=seconds, parts=parts, resumed=resumed, redone_steps=redone,
+                    epoch=epoch, until=until,
+                ):  # fmt: skip
                     self.recoveries.append(round(seconds, 3))
                     self.recovery_parts.append(dict(parts))
                     self.resumes.append(
@@ -89,6 +90,8 @@ class LocalExecutor:
                             from_step=resumed.step if resumed else None,
                             source=resumed.source if resumed else None,
                             steps_redone=redone,
+                            resume_reported=resumed is not None,
+                            until=until,
                         )
                     )
                 case EmitEvent(reason=reason, message=message, type=kind):
@@ -123,6 +126,11 @@ class LocalExecutor:
 
     def _create(self, pod: LocalPod, nodes: int) -> None:
         if pod.name in self.cluster.pods:
+            return
+        if pod.role == "standby" and not runs_agent(self.job):
+            # Only an agent stands by; any other command would start training with a rank
+            # nobody gave it. The pod holds its node, as a cold standby's `sleep` does.
+            self.cluster.create(pod)
             return
         rank = pod.rank if pod.role == "node" else 0  # a standby's rank comes with an epoch
         launch = node_launch(

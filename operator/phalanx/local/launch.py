@@ -9,10 +9,12 @@ file paths), so a script that runs locally runs the same in a pod.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,14 +82,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def command(job: TrainingJob) -> tuple[str, ...]:
+def command(job: TrainingJob, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The first container's command line, with the image's entrypoint (`phalanx-agent`) when it
-    sets only `args`, as Kubernetes does; the agent runs with this interpreter."""
+    sets only `args`, as Kubernetes does; the agent runs with this interpreter. `$(NAME)` is
+    replaced with the value of NAME in `variables` (the container's env), as the kubelet does."""
     container = job.spec.template.spec.containers[0]
     argv = [*(container.command or ["phalanx-agent"]), *(container.args or [])]
     if argv[0] in AGENT_NAMES:
         argv = [sys.executable, "-m", "phalanx.trainer.agent", *argv[1:]]
-    return tuple(argv)
+    return tuple(expand(arg, variables or {}) for arg in argv)
+
+
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(text: str, variables: Mapping[str, str]) -> str:
+    """Kubernetes' expansion of command and args: `$(NAME)` becomes NAME's value when the
+    container's env defines it, and stays as written when not; `$$` is a literal `$`."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match[1]
+        if name is None:
+            return "$"
+        return variables.get(name, match[0])
+
+    return _REFERENCE.sub(replace, text)
+
+
+def runs_agent(job: TrainingJob) -> bool:
+    """Whether the job's pods run `phalanx-agent` (the image's entrypoint, or named): only
+    those take new epochs in place and stand by as hot spares."""
+    return command(job)[1:3] == ("-m", "phalanx.trainer.agent")
 
 
 def checkpoint_env(job: TrainingJob, workdir: Workdir) -> dict[str, str]:
@@ -167,10 +192,7 @@ def node_launch(
     contract.pop(env.PHALANX_HEARTBEAT_LEASE, None)
     contract.pop(env.PHALANX_ASSIGNMENT_LEASE, None)  # the run's assignment file instead
     interpreter_dir = str(Path(sys.executable).parent)
-    values = {
-        **os.environ,
-        "PATH": os.pathsep.join([interpreter_dir, os.environ.get("PATH", "")]),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    pod = {
         **container_env(job),
         **contract,
         **checkpoint_env(job, workdir),
@@ -184,8 +206,14 @@ def node_launch(
         env.PHALANX_CHECKPOINT_MEMORY_DIR: str(memory_root(run_id) / name),
         RUN_MARKER_ENV: run_id,
     }
+    values = {
+        **os.environ,
+        "PATH": os.pathsep.join([interpreter_dir, os.environ.get("PATH", "")]),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        **pod,
+    }
     return Launch(
-        command(job),
+        command(job, pod),
         values,
         workdir.pod_log(name),
         workdir.termination_log(name),

@@ -27,14 +27,17 @@ from phalanx.local.summary import InjectedFault, RunEvent, RunSummary
 from phalanx.models import env
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.job import TrainingJob
-from phalanx.models.status import CheckpointRef, Progress, TrainingJobStatus
+from phalanx.models.status import PROGRESS_REPORTED, CheckpointRef, Progress, TrainingJobStatus
 from phalanx.operator.planner import PlannerConfig, plan
+from phalanx.operator.planner.progress import NOT_REPORTED
 
 LOCAL_PLANNER = PlannerConfig(
-    grow_cooldown_seconds=10.0, retire_poll_seconds=0.2, assignment_ack_seconds=3.0
-)
-"""The operator's knobs, scaled for one machine: grow back 10 s after an epoch starts running, and
-an agent that has not started its new epoch within 3 s (it polls every 50 ms) is frozen."""
+    grow_cooldown_seconds=10.0, retire_poll_seconds=0.2, assignment_ack_seconds=3.0,
+    step_wait_seconds=10.0,
+)  # fmt: skip
+"""The operator's knobs, scaled for one machine: grow back 10 s after an epoch starts running, an
+agent that has not started its new epoch within 3 s (it polls every 50 ms) is frozen, and a
+program with no step 10 s after its pods ran reports none."""
 
 
 @dataclass
@@ -67,6 +70,11 @@ def _condition(status: TrainingJobStatus, kind: str) -> str | None:
     )
 
 
+def _unreported(status: TrainingJobStatus) -> bool:
+    """The program is known to report no steps (its ProgressReported condition is False)."""
+    return any(c.type == PROGRESS_REPORTED and c.status == "False" for c in status.conditions)
+
+
 class LocalRun:
     """One job on the local cluster, from start to Succeeded, Failed or Suspended."""
 
@@ -89,6 +97,7 @@ class LocalRun:
         if any(f.phase is not None for f in options.faults.faults):
             self.executor.extra_env[env.PHALANX_FAULT_DIR] = str(self.fault_dir)
         self.stop_requests = 0
+        self.warned_steps = False
         self.message: str | None = None
         self.started = time.monotonic()
 
@@ -151,7 +160,7 @@ class LocalRun:
 
     def _apply_schedule(self) -> None:
         elapsed, schedule = self.elapsed, self.options.faults
-        progress, status = self.status.progress, self.status
+        progress = self.status.progress
         step = progress.step if progress is not None else None
         for change in schedule.due_capacity(elapsed, step):
             lost = self.cluster.set_capacity(change.nodes)
@@ -159,7 +168,7 @@ class LocalRun:
             self.executor.record(
                 Event(_now(), "Capacity", f"local cluster now holds {change.nodes} nodes{note}")
             )
-        for fault in schedule.due_faults(elapsed, step, status.last_checkpoint is not None):
+        for fault in schedule.due_faults(elapsed, step, self._checkpointed()):
             if fault.phase is not None:  # struck by the worker that enters the phase
                 inject.arm(self.fault_dir, self.armed, fault)
                 self.armed += 1
@@ -172,6 +181,30 @@ class LocalRun:
         if self.armed:
             for record in inject.finish_struck(self.cluster, self.fault_dir):
                 self._struck(record)
+        self._warn_of_steps_never_seen()
+
+    def _warn_of_steps_never_seen(self) -> None:
+        """Once the program is known to report no steps, say (once) that what waits for
+        `step:N` will not come unless it does, rather than letting a fault silently not strike."""
+        waiting = [f"{f.kind} at step:{f.step}" for f in self.options.faults.faults if f.step]
+        waiting += [f"capacity {c.nodes} at step:{c.step}" for c in self.options.faults.capacity
+                    if c.step]  # fmt: skip
+        if self.warned_steps or not waiting or not _unreported(self.status):
+            return
+        self.warned_steps = True
+        message = (
+            f"{', '.join(waiting)} waits for a step, but {NOT_REPORTED}: "
+            "use a time (20s) or `checkpoint` instead"
+        )
+        self.executor.record(Event(_now(), "NoSteps", message, "Warning"))
+
+    def _checkpointed(self) -> bool:
+        """A checkpoint is committed: the program reported one (phalanx.progress), or one lies
+        complete in the run's checkpoint directory (`step-N/.metadata`, as DCP writes it), which
+        a script that reports nothing may use (PHALANX_CHECKPOINT_DIR)."""
+        if self.status.last_checkpoint is not None:
+            return True
+        return self.workdir.checkpoints.is_dir() and self.workdir.newest_checkpoint() is not None
 
     def _struck(self, record: InjectedFault) -> None:
         self.faults.append(record)
@@ -202,6 +235,7 @@ class LocalRun:
         return False
 
     def summary(self) -> RunSummary:
+        self._warn_of_steps_never_seen()  # known at the end at the latest
         status, message = self.status.model_copy(deep=True), self.message
         beat = self._heartbeat()  # the last one may come after the planner stopped reading
         if (
@@ -213,16 +247,20 @@ class LocalRun:
                     epoch=beat.epoch, step=beat.step, data_epoch=beat.data_epoch,
                     samples_per_second=beat.samples_per_second, loss=beat.loss,
                 )  # fmt: skip
+        reported = beat.checkpoint if beat is not None and beat.epoch == status.epoch else None
         newest = self.workdir.newest_checkpoint()
-        if newest is not None and (
-            status.last_checkpoint is None or newest[0] > status.last_checkpoint.step
-        ):
-            status.last_checkpoint = CheckpointRef(step=newest[0], path=str(newest[1]))
+        found = CheckpointRef(step=newest[0], path=str(newest[1])) if newest else None
+        for checkpoint in (reported, found):
+            if checkpoint is not None and (
+                status.last_checkpoint is None or checkpoint.step > status.last_checkpoint.step
+            ):
+                status.last_checkpoint = checkpoint
         phase = status.phase
         if message and phase not in ("Succeeded", "Suspended"):
             phase = "Failed"  # stuck for good (see `_finished`)
         if phase == "Failed" and message is None:
             message = _condition(status, "Failed")
+        unreported = _unreported(status)
         return RunSummary(
             job=self.job.metadata.name or "",
             phase=phase,
@@ -237,7 +275,7 @@ class LocalRun:
             failures=status.failures,
             conditions=status.conditions,
             goodput=status.goodput,
-            lost_seconds=round(status.lost_seconds, 3),
+            lost_seconds=None if unreported else round(status.lost_seconds, 3),
             recoveries=self.executor.recoveries,
             recovery_parts=self.executor.recovery_parts,
             resumes=self.executor.resumes,

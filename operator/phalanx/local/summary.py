@@ -22,6 +22,8 @@ from phalanx.models.status import (
     Restarts,
 )
 from phalanx.operator.planner import timeline
+from phalanx.operator.planner.decision import RecoveredUntil
+from phalanx.operator.planner.progress import NOT_REPORTED
 
 
 class InjectedFault(KubeModel):
@@ -64,8 +66,22 @@ class Recovery(KubeModel):
     steps_redone: int | None = None
     """Steps trained again, at least: the last step seen before the failure less `fromStep`."""
 
+    resume_reported: bool = True
+    """Whether the new epoch said what it resumed from (the reference trainer does; a script
+    does not). When not, `fromStep` and `source` are unknown, not "from the start"."""
+
+    until: RecoveredUntil = "first-step"
+    """What its seconds in `recoveries` reach: the new epoch's first training step, or, for a
+    program that reports no steps, the moment its pods all ran (`pods-running`; what it
+    resumed from is then not known either)."""
+
     def describe(self) -> str:
-        """`resumed from step 40 (memory), at least 7 steps redone`, or `from the start: ...`."""
+        """`resumed from step 40 (memory), at least 7 steps redone`, `from the start: ...`, or
+        what a recovery of a program that reports no steps was measured to."""
+        if self.until == "pods-running":
+            return f"until the new epoch's pods ran; {NOT_REPORTED}"
+        if not self.resume_reported:
+            return "what it resumed from is not reported"
         resumed = Resume.model_validate({"step": self.from_step, "source": self.source})
         return timeline.describe_resume(resumed, self.steps_redone)
 
@@ -105,10 +121,10 @@ class RunSummary(KubeModel):
     """Node count of the last epoch."""
 
     world_size: int
+    """Worker processes of the last epoch."""
 
     spares: int = 0
     """Hot spares standing by at the end."""
-    """Worker processes of the last epoch."""
 
     restarts: Restarts
     """Restarts by failure class."""
@@ -126,14 +142,17 @@ class RunSummary(KubeModel):
     """The job's conditions at the end."""
 
     goodput: float | None = None
-    """Share of wall time spent on training that was kept."""
+    """Share of wall time spent on training that was kept; None when the program reports no
+    steps (not measured)."""
 
-    lost_seconds: float = 0.0
-    """Wall time lost to failures: recovery plus work since the last checkpoint."""
+    lost_seconds: float | None = 0.0
+    """Wall time lost to failures: recovery plus work since the last checkpoint; None when the
+    program reports no steps (its lost work is not known)."""
 
     recoveries: list[float] = Field(default_factory=list)
     """Seconds from each failure (an agent's report of it, else the restart decision) to the
-    new epoch's first training step."""
+    new epoch's first training step, or, for a program that reports no steps, to its pods
+    running (`resumes[i].until` says which)."""
 
     recovery_parts: list[dict[str, float]] = Field(default_factory=list)
     """Where each recovery's seconds went: detect, assign, start, rendezvous, build, load,

@@ -151,7 +151,9 @@ class Executor:
             case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid, warm=warm):
                 pod = builder.standby_pod(job, epoch, index, self.build, avoid, warm)
                 self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
-            case ObserveRecovery(seconds=seconds, failure_class=failure_class, parts=parts):
+            case ObserveRecovery(
+                seconds=seconds, failure_class=failure_class, parts=parts, until="first-step"
+            ):  # a recovery measured only to the pods running is in its event, not here
                 self.metrics.recovery.labels(failure_class).observe(seconds)
                 for part, part_seconds in parts:
                     self.metrics.recovery_part.labels(part).observe(part_seconds)

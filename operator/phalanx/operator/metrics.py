@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from phalanx.models.status import TrainingJobStatus
+from phalanx.models.status import PROGRESS_REPORTED, TrainingJobStatus
 
 PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
 
@@ -80,6 +80,12 @@ class OperatorMetrics:
             "Training time lost to failures: recovery plus work since the last checkpoint",
             labels, registry=self.registry,
         )  # fmt: skip
+        self.progress_reported = Gauge(
+            "phalanx_progress_reported",
+            "1 once the job's program reported a step, 0 while it is known to report none "
+            "(then goodput and recovery to the first step are not measured)", labels,
+            registry=self.registry,
+        )  # fmt: skip
         self.spares = Gauge(
             "phalanx_spares", "Hot spares ready to take a failed node's rank", labels,
             registry=self.registry,
@@ -108,12 +114,19 @@ class OperatorMetrics:
             self.lost.labels(namespace, job).inc(lost)
         if new.goodput is not None:
             self.goodput.labels(namespace, job).set(new.goodput)
+        else:  # not measured (a program that reports no steps): no series, not a stale one
+            with contextlib.suppress(KeyError):
+                self.goodput.remove(namespace, job)
+        reported = next((c for c in new.conditions if c.type == PROGRESS_REPORTED), None)
+        if reported is not None:
+            self.progress_reported.labels(namespace, job).set(int(reported.status == "True"))
         self._jobs.set((namespace, job), new.phase)
 
     def forget(self, namespace: str, job: str) -> None:
         """A job is gone: drop its series."""
         self._jobs.set((namespace, job), None)
-        for metric in (self.world_size, self.goodput, self.spares, self.lost):
+        gauges = (self.world_size, self.goodput, self.spares, self.lost, self.progress_reported)
+        for metric in gauges:
             with contextlib.suppress(KeyError):
                 metric.remove(namespace, job)
         for failure_class in ("application", "infrastructure"):

@@ -214,16 +214,21 @@ async function refreshJob() {
   $("#job-phase").textContent = status.phase || "";
   $("#job-phase").className = `phase phase-${status.phase}`;
   const restarts = status.restarts || {};
+  // A program that reports no steps: say so, rather than a step, goodput or lost time it never had.
+  const unreported = (status.conditions || []).some(
+    (c) => c.type === "ProgressReported" && c.status === "False");
+  const notReported = "not reported: the program reports no steps (see phalanx.progress)";
   fillFacts($("#job-facts"), [
     ["nodes", `${status.nodes ?? 0} (replicas ${job.spec.replicas.min}..${job.spec.replicas.max})`],
     ["world size", status.worldSize],
     ["hot spares", `${status.spares ?? 0} ready (spec.spares ${job.spec.spares ?? 0})`],
     ["epoch", status.epoch],
-    ["step", progress.step],
+    ["step", unreported ? notReported : progress.step],
     ["restarts", `${restarts.total ?? 0} (application ${restarts.application ?? 0}, ` +
                  `infrastructure ${restarts.infrastructure ?? 0})`],
-    ["goodput", percent(status.goodput)],
-    ["lost time", status.lostSeconds === undefined ? null : `${status.lostSeconds.toFixed(1)} s`],
+    ["goodput", unreported ? notReported : percent(status.goodput)],
+    ["lost time", unreported || status.lostSeconds === undefined ? null
+      : `${status.lostSeconds.toFixed(1)} s`],
     ["created", when(job.created)],
   ]);
 

@@ -1,5 +1,12 @@
 """The env contract a node pod gets (design §4): rendezvous, ranks, Phalanx's own variables, and
-NCCL settings merged from the cluster defaults and the job (the job wins)."""
+NCCL settings merged from the cluster defaults and the job (the job wins).
+
+Why RANK and WORLD_SIZE on the pod only with one process per pod: then the pod is the worker, and
+a container that runs its script directly (`command: [python, train.py]`, as Kubeflow's
+PyTorchJob examples do) finds the variables a launcher would have set, as PyTorchJob sets them.
+With more processes per pod, a launcher (the agent, torchrun) sets them per worker, and a value on
+the pod would be wrong for every worker but one.
+"""
 
 from __future__ import annotations
 
@@ -81,6 +88,17 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
     return {f"{env.PHALANX_PREFIX}TRAINER_{k}": str(v) for k, v in values.items()}
 
 
+def single_worker_env(node_rank: int, nodes: int) -> dict[str, str]:
+    """The worker variables of a pod that is its only worker (nprocPerNode 1): the PyTorchJob
+    contract, so that `python train.py` as the container's command runs as rank `node_rank`."""
+    return {
+        env.RANK: str(node_rank),
+        env.WORLD_SIZE: str(nodes),
+        env.LOCAL_RANK: "0",
+        env.LOCAL_WORLD_SIZE: "1",
+    }
+
+
 def pod_env(
     job: TrainingJob,
     epoch: int,
@@ -111,6 +129,8 @@ def pod_env(
         env.PHALANX_ASSIGNMENT_LEASE: assignment_lease_name(job.metadata.name or ""),
         env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
     }
+    if spec.nproc_per_node == 1:
+        values |= single_worker_env(rank, nodes)
     if spec.checkpoint.dir is not None:
         values[env.PHALANX_CHECKPOINT_DIR] = spec.checkpoint.dir
     if spec.checkpoint.url is not None:

@@ -90,8 +90,8 @@ class EmitEvent:
 
 @dataclass(frozen=True)
 class ObserveRecovery:
-    """A failure was recovered from: failure seen -> the new epoch's first
-    training step took `seconds`."""
+    """A failure was recovered from: failure seen -> the new epoch's first training step (or
+    its pods running: `until`) took `seconds`."""
 
     seconds: float
     failure_class: str
@@ -104,6 +104,9 @@ class ObserveRecovery:
     (at least that many; the heartbeat lags the trainer by up to a period)."""
     epoch: int = 0
     """The epoch that resumed."""
+    until: Literal["first-step", "pods-running"] = "first-step"
+    """What `seconds` reach: the new epoch's first training step, or, for a program that
+    reports no steps, its pods all running (no first step can be seen)."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,11 @@ class PlannerConfig:
     replaced (a frozen or lost machine that its node status does not show yet). The agent sees
     an assignment through a Lease watch (well under a second) and reports at once; until then
     the rest of the gang waits for it at the rendezvous."""
+    step_wait_seconds: float = 60.0
+    """How long after an epoch's pods all ran a program that has reported no step, and whose
+    agents report no start-up phase, counts as one that reports none (see `planner.progress`).
+    What is measured does not depend on it (a recovery then ends when the pods ran); only when
+    the status says so does."""
     assignment_settle_seconds: float = 2.0
     """Sooner than `assignment_ack_seconds`: a carried-over pod whose agent is still silent
     this long after the epoch began, while every other carried-over agent already started it,

@@ -15,6 +15,7 @@ from phalanx.models import labels
 from phalanx.models.job import TrainingJob
 from phalanx.models.spec import TrainingJobSpec
 from phalanx.models.status import (
+    PROGRESS_REPORTED,
     Condition,
     EpochState,
     Failure,
@@ -35,6 +36,8 @@ from phalanx.operator.planner.classify import Verdict
 from phalanx.operator.planner.observed import Observed
 
 MAX_FAILURES = 10
+
+RecoveredUntil = Literal["first-step", "pods-running"]
 
 
 @dataclass
@@ -158,48 +161,76 @@ class Decision:
             restarts.infrastructure += 1
         restarts.total = restarts.application + restarts.infrastructure
 
+    @property
+    def progress_unreported(self) -> bool:
+        """The program is known to report no steps (the ProgressReported condition is False)."""
+        condition = self.condition(PROGRESS_REPORTED)
+        return condition is not None and condition.status == "False"
+
     def lose_work_since_checkpoint(self) -> None:
-        """Add the work since the last checkpoint (lost on restart) to lost time."""
+        """Add the work since the last checkpoint (lost on restart) to lost time; none before
+        a first step was reported (no step's work to lose, or, for a program that reports no
+        steps, none known: a figure would be made up)."""
         running = self.status.current.running_time
-        if running is None:
+        if running is None or self.status.progress is None:
             return
         saved = self.status.last_checkpoint.time if self.status.last_checkpoint else None
         since = max(running, saved) if saved else running
         self.status.lost_seconds += max((self.now - since).total_seconds(), 0.0)
 
-    def finish_recovery(self, step_before: int | None = None) -> None:
+    def finish_recovery(
+        self, step_before: int | None = None, until: RecoveredUntil = "first-step"
+    ) -> None:
         """The new epoch trains (its first step): observe the recovery time, where it went and
         what it resumed from, count it as lost, and end the Restarting / Resizing conditions.
-        `step_before`: the last step seen before the recovery (for the steps redone)."""
+        `step_before`: the last step seen before the recovery (for the steps redone).
+        `until="pods-running"`: the program reports no steps, so the recovery is measured to
+        the moment the new epoch's pods all ran, and said to be."""
         self.clear_condition("Restarting", "Recovered")
         self.clear_condition("Resizing", "Resized")
         since = self.status.recovering_since
         if since is None:
             return
         failure_class = self.status.failures[-1].failure_class if self.status.failures else "none"
+        end = self.now
+        if until == "pods-running":
+            end = self.status.current.running_time or self.now
         beat = self.observed.heartbeat
-        fresh = beat is not None and beat.epoch == self.status.epoch
+        fresh = until == "first-step" and beat is not None and beat.epoch == self.status.epoch
         startup = beat.startup if beat is not None and fresh else None
         resumed = beat.resumed if beat is not None and fresh else None
         failed_at = self.status.failed_at
-        seconds = max((self.now - (failed_at or since)).total_seconds(), 0.0)
-        parts = timeline.parts(failed_at, since, startup, self.now)
+        seconds = max((end - (failed_at or since)).total_seconds(), 0.0)
+        parts = timeline.parts(failed_at, since, startup, end)
         redone = None
         if resumed is not None and step_before is not None:
             redone = max(step_before - (resumed.step or 0), 0)
         self.actions.append(
-            ObserveRecovery(seconds, failure_class, parts, resumed, redone, self.status.epoch)
+            ObserveRecovery(
+                seconds, failure_class, parts, resumed, redone, self.status.epoch, until
+            )
         )
-        self.event(
-            "Recovered",
-            f"epoch {self.status.epoch} trains again {timeline.describe(seconds, parts)}"
-            + (f"; {timeline.describe_resume(resumed, redone)}" if resumed is not None else ""),
-        )
+        if until == "pods-running":
+            message = (
+                f"epoch {self.status.epoch} runs again: its pods ran {seconds:.2f} s after the "
+                "failure (the program reports no steps: its first step is not seen)"
+            )
+        else:
+            message = (
+                f"epoch {self.status.epoch} trains again {timeline.describe(seconds, parts)}"
+                + (f"; {timeline.describe_resume(resumed, redone)}" if resumed is not None else "")
+            )
+        self.event("Recovered", message)
         self.status.lost_seconds += seconds
         self.status.recovering_since = None
         self.status.failed_at = None
 
     def update_goodput(self) -> None:
+        """1 - lost / wall time; None for a program that reports no steps (its lost work is not
+        known, and a figure would be made up)."""
+        if self.progress_unreported:
+            self.status.goodput = None
+            return
         if self.status.start_time is None:
             return
         wall = (self.now - self.status.start_time).total_seconds()

@@ -26,7 +26,7 @@ from phalanx.operator.planner.actions import (
 from phalanx.operator.planner.config import PlannerConfig, Step
 from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.observed import Observed
-from phalanx.operator.planner.progress import track_progress
+from phalanx.operator.planner.progress import ended_unreported, track_progress
 from phalanx.operator.planner.recovery import fail, failures, hang, stragglers
 from phalanx.operator.planner.refusal import refused
 from phalanx.operator.planner.sizing import resize, shrink
@@ -216,8 +216,11 @@ def success(d: Decision, _: PlannerConfig) -> bool:
     if not lifecycle.succeeded(pods, d.status.nodes):
         return False
     d.set_phase("Succeeded")
-    progress = d.status.progress  # a resumed epoch with no step left to train
-    d.finish_recovery(progress.step if progress is not None else None)
+    progress = d.status.progress
+    if progress is None:
+        ended_unreported(d)
+    else:  # a resumed epoch with no step left to train
+        d.finish_recovery(progress.step)
     d.status.completion_time = d.now
     d.set_condition(
         "Succeeded", True, "AllRanksSucceeded", f"all {d.status.nodes} node pods exited 0"

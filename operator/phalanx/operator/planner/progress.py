@@ -1,15 +1,26 @@
 """The running epoch's bookkeeping: phase, recovery time, progress and checkpoints from the
-heartbeat."""
+heartbeat; and, for a program that reports no steps, saying so.
+
+Why "not reported" is a state of its own: a third-party script that does not use
+`phalanx.progress` sends no heartbeat. Read as zero steps, its recovery would last until the job
+ended and its goodput would be near 0, none of it true. Instead the `ProgressReported` condition
+is False, goodput is None, the work lost to a failure is not counted, and a recovery is measured
+to what can be seen: the new epoch's pods running (`until="pods-running"`, said in its event).
+"""
 
 from __future__ import annotations
 
-from phalanx.models.status import Progress
+from datetime import timedelta
+
+from phalanx.models.status import PROGRESS_REPORTED, Progress
 from phalanx.operator.planner import heartbeat
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
 
+NOT_REPORTED = "the program reports no steps (see phalanx.progress)"
 
-def track_progress(d: Decision, _: PlannerConfig) -> bool:
+
+def track_progress(d: Decision, config: PlannerConfig) -> bool:
     """Running bookkeeping: phase, recovery time, and progress from the heartbeat."""
     pods = d.observed.node_pods(d.status.epoch)
     running = len(pods) == d.status.nodes and all(p.phase == "Running" for p in pods.values())
@@ -44,8 +55,63 @@ def track_progress(d: Decision, _: PlannerConfig) -> bool:
             updated_at=d.now,
         )
         d.status.consecutive_failures = 0
+        d.set_condition(PROGRESS_REPORTED, True, "StepsReported", f"step {beat.step}")
         # training resumed: start-up and checkpoint load were part of the recovery
         d.finish_recovery(previous.step if previous is not None else None)
+    elif d.status.progress is None:
+        unreported(d, config)
     if beat is not None and beat.checkpoint is not None:
         d.status.last_checkpoint = beat.checkpoint.model_copy()
     return False
+
+
+def unreported(d: Decision, config: PlannerConfig) -> None:
+    """No step reported yet, the epoch's pods run: once it is known that the program reports
+    none, say so, and end a recovery at the moment the pods ran (all that can be measured)."""
+    if not reports_no_steps(d, config.step_wait_seconds):
+        return
+    if not d.progress_unreported:
+        d.set_condition(PROGRESS_REPORTED, False, "NoStepsReported", NOT_REPORTED)
+    if d.status.recovering_since is not None:
+        d.finish_recovery(until="pods-running")
+
+
+def reports_no_steps(d: Decision, wait_seconds: float) -> bool:
+    """Whether the running epoch's program is known to report no steps: it reported none yet,
+    every agent of the epoch runs it `untracked` or there is none (a program started without
+    `phalanx-agent`), and `wait_seconds` passed since its pods all ran (PlannerConfig's
+    `step_wait_seconds`: a script under the agent is `untracked` until its workers call
+    `phalanx.progress`, after their imports, and a program started without the agent is known
+    only by its silence). An agent that
+    reports a start-up phase runs a program that reports steps (the reference trainer; a script
+    that calls `phalanx.progress.phase`); one that reports no phase at all (an agent older than
+    phases) leaves it unknown."""
+    epoch = d.status.epoch
+    if any(
+        p.agent is not None and p.agent.epoch == epoch and p.agent.phase != "untracked"
+        for p in d.observed.node_pods(epoch).values()
+    ):
+        return False
+    running = d.status.current.running_time
+    if running is None:
+        return False
+    due = running + timedelta(seconds=wait_seconds)
+    if d.now < due:
+        d.requeue_at(due)
+        return False
+    return True
+
+
+def ended_unreported(d: Decision) -> None:
+    """The job succeeded without a step ever reported: its program reports none, for certain.
+    A recovery still open ends at the moment the last epoch's pods ran, or, when they were never
+    all seen running, is not measured at all."""
+    if not d.progress_unreported:
+        d.set_condition(PROGRESS_REPORTED, False, "NoStepsReported", NOT_REPORTED)
+    if d.status.current.running_time is not None:
+        d.finish_recovery(until="pods-running")
+        return
+    d.clear_condition("Restarting", "Recovered")
+    d.clear_condition("Resizing", "Resized")
+    d.status.recovering_since = None
+    d.status.failed_at = None

@@ -7,6 +7,15 @@ the workers train, every step needs every rank, so rank 0's steps are the proof 
 stop (no steady write load on the API server). A program that reports no phases (a third-party
 script) is `untracked`: its agent renews for as long as it runs, its only sign of life, every
 5 s at least.
+
+A script that uses `phalanx.progress` starts untracked and becomes tracked once every worker of
+the pod entered a phase (`progress.report` enters `training`; `progress.phase` any other):
+from then on it is judged as the reference trainer is, with renewals every period until all
+train, and none after, its steps being the proof of life. Why every worker, not any: a script
+may report from rank 0 alone; its other workers then never write a phase, and taking their
+silence for `starting` would renew "starting" for as long as the epoch runs and show a
+training pod as one that never started. Each epoch starts untracked again: its phase files
+are new, and its workers have written nothing yet.
 """
 
 from __future__ import annotations
@@ -45,16 +54,20 @@ class Liveness:
     _last: float = 0.0
 
     def current(self) -> AgentPhase:
-        """The least advanced phase of the workers (one that wrote none is `starting`)."""
-        if not self.tracked:
-            return "untracked"
+        """The least advanced phase of the workers (one that wrote none is `starting`); for a
+        program not known to report phases, `untracked` until every worker wrote one."""
         seen = [phases.read(path) for path in self.phase_files]
+        if not self.tracked and (not seen or any(p not in PHASES for p in seen)):
+            return "untracked"
         order = [PHASES.index(p) if p in PHASES else 0 for p in seen]
         return PHASES[min(order, default=0)]
 
     @property
     def renew_seconds(self) -> float:
-        return self.period if self.tracked else max(self.period, UNTRACKED_RENEW_SECONDS)
+        """Every period while phases are reported; less often while untracked (for as long as
+        the program runs)."""
+        untracked = self.phase == "untracked" or (not self.tracked and self.phase is None)
+        return max(self.period, UNTRACKED_RENEW_SECONDS) if untracked else self.period
 
     def due(self) -> AgentPhase | None:
         """The phase to report now: at once when it changed, else every `period` until the

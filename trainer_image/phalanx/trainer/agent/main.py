@@ -76,7 +76,9 @@ def write_termination_message(message: str) -> None:
 
 
 def epoch_env(base: dict[str, str], assignment: EpochAssignment, node_rank: int) -> dict[str, str]:
-    """The pod's env with an epoch's assignment in place of the values it was created with."""
+    """The pod's env with an epoch's assignment in place of the values it was created with
+    (RANK and WORLD_SIZE too where the pod has them, nprocPerNode 1: a carried-over pod may get
+    another rank, and what its program reads must follow)."""
     values = {
         contract.MASTER_ADDR: assignment.master_addr,
         contract.MASTER_PORT: str(assignment.master_port),
@@ -86,6 +88,9 @@ def epoch_env(base: dict[str, str], assignment: EpochAssignment, node_rank: int)
     merged = {**base, **values, contract.PHALANX_EPOCH: str(assignment.epoch)}
     for name, value in values.items():
         merged[contract.TORCHRUN_PREFIX + name] = value
+    if contract.RANK in base:  # a pod that is its only worker carries its worker's ranks too
+        merged[contract.RANK] = str(node_rank)
+        merged[contract.WORLD_SIZE] = str(assignment.nodes)
     if contract.PHALANX_DATA_PARALLEL in base:
         model_parallel = int(base.get(contract.PHALANX_TENSOR_PARALLEL, "1")) * int(
             base.get(contract.PHALANX_PIPELINE_PARALLEL, "1")
