@@ -99,7 +99,9 @@ class LocalPod:
             epoch=self.epoch,
             rank=self.rank,
             role=self.role,
-            warm=self.role == "standby",  # every local pod runs an agent
+            # A standby runs a warm agent when it runs anything (a job whose command is not
+            # the agent gets standbys that only hold their node: no launch)
+            warm=self.role == "standby" and self.launch is not None,
             epoch_nodes=self.epoch_nodes,
             phase=self.phase,
             node_name=self.node,

@@ -89,8 +89,10 @@ class Trigger(TypedDict, total=False):
 
 def parse_trigger(text: str) -> Trigger:
     """`Fault` fields for WHEN: a duration after the start (`20s`), `step:N` (once training
-    reached step N), `checkpoint` (once a checkpoint is committed), or a start-up phase
-    (`rendezvous`, `loading` (of a checkpoint), `first-step`)."""
+    reached step N: the program must report steps, as the reference trainer and scripts using
+    phalanx.progress do), `checkpoint` (once a checkpoint is committed), or a start-up phase
+    (`rendezvous`, `loading` (of a checkpoint), `first-step`: struck by the reference trainer's
+    workers)."""
     text = text.strip()
     if text in PHASE_TRIGGERS:
         return {"phase": text}

@@ -18,6 +18,7 @@ from phalanx.local import processes
 from phalanx.local.cluster import LocalCluster, LocalPod
 from phalanx.local.faults import Fault
 from phalanx.local.summary import InjectedFault
+from phalanx.models import env
 from phalanx.models.env import FAULT_ARMED_SUFFIX as ARMED_SUFFIX
 from phalanx.models.env import FAULT_STRUCK_SUFFIX as STRUCK_SUFFIX
 from phalanx.models.job import TrainingJob
@@ -54,6 +55,8 @@ def strike(
             assert fault.rank is not None
             report = pod.agent()
             pid = report.workers.get(str(fault.rank)) if report is not None else None
+            if pid is None:  # no agent (torchrun or the script as the command): find it by env
+                pid = processes.find_by_env(pod.process.pid, env.RANK, str(fault.rank))
             if pid is None or not processes.kill_pid(pid):
                 return None
             record.rank = fault.rank

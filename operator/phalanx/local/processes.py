@@ -36,6 +36,18 @@ def signal_tree(pid: int, signum: signal.Signals) -> int:
     return sent
 
 
+def find_by_env(pid: int, name: str, value: str) -> int | None:
+    """The process of `pid`'s tree whose env sets `name` to `value` and whose parent does not
+    (a worker that torchrun started with RANK=3, not the helpers it forked in turn); None if
+    there is none."""
+    matches: dict[int, int] = {}
+    for process in tree(pid):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            if process.environ().get(name) == value:
+                matches[process.pid] = process.ppid()
+    return next((child for child, parent in matches.items() if parent not in matches), None)
+
+
 def kill_pid(pid: int) -> bool:
     """SIGKILL one process; False if it is gone."""
     try:
