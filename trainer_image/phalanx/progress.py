@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 # The names in phalanx.models.env; repeated here, not imported, so that this module needs
-# nothing but the standard library (tests/trainer/test_progress_api.py checks they agree).
+# nothing but the standard library (tests/unit/test_progress_api.py checks they agree).
 PROGRESS_FILE_ENV = "PHALANX_PROGRESS_FILE"
 PHASE_FILE_ENV = "PHALANX_PHASE_FILE"
 EPOCH_ENV = "PHALANX_EPOCH"
