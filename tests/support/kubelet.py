@@ -94,7 +94,14 @@ class FakeKubelet:
             metadata=k8s.V1ObjectMeta(name=pod),
             target=k8s.V1ObjectReference(kind="Node", name=node),
         )
-        self.core.create_namespaced_pod_binding(pod, self.namespace, body, _preload_content=False)
+        # Unparsed: the client cannot read a Binding back. The raw response holds its
+        # connection until it is read and released; dropped, it left an unclosed socket for the
+        # garbage collector (a ResourceWarning, an error under filterwarnings=error).
+        response: Any = self.core.create_namespaced_pod_binding(
+            pod, self.namespace, body, _preload_content=False
+        )
+        response.read()
+        response.release_conn()
 
     def set_status(self, pod: str, status: dict[str, Any]) -> None:
         self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": status})
