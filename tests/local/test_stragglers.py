@@ -2,8 +2,10 @@
 
 The throttle is real: from step 30 the node's processes (agent, worker, its collective threads)
 run a quarter of the time (`--slow-node-at`, SIGSTOP/SIGCONT cycles as a CPU quota would
-impose). In synchronous training every rank then takes as long per step as the slow one, so
-step times cannot tell it; each rank's compute time (its forward passes) does. The node stays
+impose), so its work in a step (its forward passes and the trainer's emulated compute,
+`--step-delay-seconds`, which advances only while the process runs) takes about 4 times as long.
+In synchronous training every rank then takes as long per step as the slow one, so step times
+cannot tell it; each rank's compute time (its median over 20 steps) does. The node stays
 slow, so a job that stayed on it, or came back, would be found again: one Straggler and a clean
 finish show that the job left it. The healthy counterpart is the quickstart's run, which must
 raise none (tests/local/test_quickstart.py).

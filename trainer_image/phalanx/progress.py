@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import sys
 import time
 from collections import deque
@@ -55,7 +56,10 @@ PHASES = ("rendezvous", "loading", "first-step", "training")
 """A worker's start-up phases, in order (phalanx.models.assignment.AgentPhase)."""
 
 WINDOW = 20
-"""Steps each rank's mean step and compute times cover."""
+"""Steps each rank's step and compute times cover: the mean step time (for the hang timeout,
+which must allow for the slow steps, such as one that stages a checkpoint) and the median compute
+time (for stragglers, which must not be a few slow steps: a rank's warm-up after a restart, a
+checkpoint's copy, the scheduler's noise on a busy machine)."""
 
 
 def phase(name: str) -> None:
@@ -159,9 +163,9 @@ class Reporter:
             _write_atomically(self.path, json.dumps(beat))
 
     def _gather(self) -> None:
-        """Every rank's mean step and compute times (a collective: all ranks call it)."""
+        """Every rank's mean step time and median compute time (a collective: all ranks call it)."""
         dist = sys.modules.get("torch.distributed")
-        mine = [_mean(self.step_times), _mean(self.compute_times)]
+        mine = [_mean(self.step_times), _median(self.compute_times)]
         if dist is None or not dist.is_initialized():
             self.rank_step_seconds, self.rank_compute_seconds = [mine[0]], _known([mine[1]])
             self.window_steps = len(self.step_times)
@@ -183,6 +187,10 @@ class Reporter:
 
 def _mean(values: deque[float]) -> float:
     return sum(values) / len(values) if values else -1.0
+
+
+def _median(values: deque[float]) -> float:
+    return statistics.median(values) if values else -1.0
 
 
 def _known(values: list[float]) -> list[float]:

@@ -69,12 +69,14 @@ class Heartbeat(KubeModel):
     training every rank waits for the slowest at each step, so these come out alike."""
 
     rank_compute_seconds: list[float] = Field(default_factory=list)
-    """Mean time per step each global rank spent on its own work (the reference trainer: its
-    forward passes, and the backward passes that reduce no gradients), not waiting for peers:
-    where a slow rank stands out. Empty when the program does not time its compute."""
+    """Median time per step each global rank spent on its own work over the window (the
+    reference trainer: its forward passes, and the backward passes that reduce no gradients), not
+    waiting for peers: where a slow rank stands out. The median, so that a few slow steps (warm-up
+    after a restart, a checkpoint's copy, a busy machine's scheduling) do not make a straggler.
+    Empty when the program does not time its compute."""
 
     window_steps: Annotated[int, Field(ge=0)] = 0
-    """How many steps `rankStepSeconds` averages over."""
+    """How many steps `rankStepSeconds` and `rankComputeSeconds` cover."""
 
     checkpoint: CheckpointRef | None = None
     """Newest committed checkpoint."""

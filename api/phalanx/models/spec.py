@@ -190,8 +190,8 @@ class FailurePolicy(SpecModel):
     longer (a large checkpoint on slow storage), or shorter to catch a stuck start sooner."""
 
     straggler_factor: Annotated[float, Field(gt=1)] = 2.0
-    """A rank whose compute time per step (its own work, not its waits for peers), averaged over
-    20 steps, stays above this factor times the other ranks' median is a straggler: the gang
+    """A rank whose compute time per step (its own work, not its waits for peers), its median
+    over 20 steps, stays above this factor times the other ranks' is a straggler: the gang
     restarts off its node. Programs that do not time their compute are judged by step time."""
 
     schedule_timeout_seconds: Annotated[int, Field(ge=1)] = 300

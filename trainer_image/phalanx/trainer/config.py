@@ -58,6 +58,8 @@ class TrainerConfig(BaseSettings):
     log_dir: Path | None = None
     """Where to append losses.jsonl and samples-<rank>.jsonl (for trajectory checks)."""
     step_delay_seconds: Annotated[float, Field(ge=0)] = 0.0
-    """Sleep after each step (demos: a run long enough to watch and to interrupt)."""
+    """Emulated compute after each step, as if the model were bigger (demos: a run long enough to
+    watch and to interrupt). It is this rank's own work: a node with less CPU does it more slowly
+    and shows as a straggler (`phalanx.trainer.emulated`)."""
     collective_timeout_seconds: Annotated[int, Field(ge=1)] = 300
     """Collective timeout after the first step (NCCL/gloo)."""

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from phalanx.models import env, exits
 from phalanx.models.heartbeat import Resume, StartupTimes
-from phalanx.trainer import devices, distributed, parallel, phases
+from phalanx.trainer import devices, distributed, emulated, parallel, phases
 from phalanx.trainer.checkpoint import CheckpointManager
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.contract import PodEnv
@@ -143,7 +143,8 @@ class Trainer:
             if preempted:
                 self.save(blocking=True)
                 sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
-            time.sleep(config.step_delay_seconds)
+            with self.heartbeat.compute():  # stands for a bigger model's compute on this rank
+                emulated.work(config.step_delay_seconds)
         if self.progress.step % config.checkpoint_interval_steps:
             self.save(blocking=True)
 

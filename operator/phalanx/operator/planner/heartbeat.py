@@ -3,8 +3,8 @@
 A hang is a step that does not advance for the hang timeout, measured on the operator's clock from
 when it last saw the step change (from the epoch's first reported step on). The timeout is
 hangTimeoutSeconds when the user sets it; otherwise it adapts to the job (`hang_timeout`). A
-straggler is a rank whose mean compute time over the trainer's window (its own work, not its waits
-for peers) stays above stragglerFactor x the median of the others.
+straggler is a rank whose median compute time over the trainer's window (its own work, not its
+waits for peers) stays above stragglerFactor x the median of the others.
 """
 
 from __future__ import annotations
