@@ -9,6 +9,7 @@ Exit codes (also in `phalanx --help`):
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from dataclasses import replace
@@ -24,6 +25,7 @@ from phalanx.cli import cluster
 from phalanx.cli.display import RunDisplay, render_summary
 from phalanx.cli.explain import UnknownFieldError, explain
 from phalanx.cli.manifest import ManifestError, load_job
+from phalanx.cli.plan import plan_json, print_plan
 from phalanx.local import Fault, FaultPlan, LocalRun, RunOptions
 from phalanx.local.faults import (
     Trigger,
@@ -35,6 +37,7 @@ from phalanx.local.faults import (
 from phalanx.local.launch import Workdir, warnings
 from phalanx.local.runner import LOCAL_PLANNER
 from phalanx.models import TrainingJob
+from phalanx.models.memory import quantity_bytes
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_KILL_RANK_AFTER = 20.0
@@ -254,6 +257,34 @@ def validate(
     raise typer.Exit(EXIT_INVALID if invalid else EXIT_OK)
 
 
+@app.command(name="plan")
+def plan_command(
+    files: Annotated[list[Path], typer.Argument(help="TrainingJob manifests (YAML).")],
+    gpu_memory: Annotated[
+        str | None,
+        typer.Option(help="Memory of one GPU, e.g. 80GiB. [default: spec.memory.gpuMemory]"),
+    ] = None,
+    output: Annotated[
+        Output, typer.Option("--output", "-o", help="json: one JSON list of the plans.")
+    ] = Output.text,
+) -> None:
+    """Per-GPU memory (weights, gradients, optimizer state, activations) at every size in
+    min..max, which sizes fit, and the smallest that does: how far the job may shrink."""
+    console = Console(highlight=False)
+    console = Console(highlight=False, width=max(console.width, 112), soft_wrap=True)
+    if gpu_memory is not None:
+        try:
+            quantity_bytes(gpu_memory)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--gpu-memory") from error
+    jobs = [(path, _load(path, console)) for path in files]
+    if output is Output.json:
+        sys.stdout.write(json.dumps([plan_json(p, job, gpu_memory) for p, job in jobs]) + "\n")
+        return
+    for path, job in jobs:
+        print_plan(console, path, job, gpu_memory)
+
+
 @app.command(name="explain")
 def explain_command(
     field: Annotated[
@@ -272,8 +303,6 @@ def explain_command(
 @app.command()
 def openapi() -> None:
     """Print the REST API's OpenAPI document (the same as the service's /openapi.json)."""
-    import json
-
     from phalanx.server.app import create_app
     from phalanx.server.settings import ServerSettings
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from phalanx.models.base import SpecModel
+from phalanx.models.memory import MemorySettings
 from phalanx.models.names import MAX_NODES
 from phalanx.models.rules import CelRule
 from phalanx.models.template import PodTemplate
@@ -349,6 +350,10 @@ class TrainingJobSpec(SpecModel):
 
     spares: Annotated[int, Field(ge=0)] = 0
     """Hot standby pods kept ready to replace a failed node quickly."""
+
+    memory: MemorySettings | None = None
+    """GPU memory and the model's shape: the job never shrinks below the smallest size that
+    fits, and one that fits at no size in min..max fails at once (`phalanx plan` shows why)."""
 
     @property
     def model_parallel_size(self) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.spec_effects import contract, planner, pods
+from tests.unit.spec_effects import contract, memory, planner, pods
 from tests.unit.spec_effects.build import Effect
 
 
@@ -15,5 +15,5 @@ def _merged(*areas: dict[str, Effect]) -> dict[str, Effect]:
     return merged
 
 
-EFFECTS = _merged(pods.EFFECTS, contract.EFFECTS, planner.EFFECTS)
+EFFECTS = _merged(pods.EFFECTS, contract.EFFECTS, planner.EFFECTS, memory.EFFECTS)
 """Spec field path -> how a change of that field shows."""

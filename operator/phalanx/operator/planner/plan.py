@@ -14,7 +14,7 @@ from datetime import datetime
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import MAX_EPOCH, node_pod_name
 from phalanx.models.status import TrainingJobStatus
-from phalanx.operator.planner import elastic, inplace, lifecycle, startup
+from phalanx.operator.planner import elastic, inplace, lifecycle, memory, startup
 from phalanx.operator.planner.actions import (
     AssignEpoch,
     CreateNodePod,
@@ -140,6 +140,14 @@ def deadline_exceeded(d: Decision, _: PlannerConfig) -> bool:
     return True
 
 
+def does_not_fit(d: Decision, _: PlannerConfig) -> bool:
+    """A job that fits in GPU memory at no size in min..max fails at once, not in an OOM loop."""
+    if memory.floor(d.spec) is not None:
+        return False
+    fail(d, "DoesNotFitInMemory", memory.why_not(d.spec))
+    return True
+
+
 def first_epoch(d: Decision, _: PlannerConfig) -> bool:
     """A new job (or one whose pods are ahead of its status) gets its epoch."""
     newest = d.observed.newest_epoch()
@@ -237,6 +245,7 @@ LADDER: tuple[Step, ...] = (
     finished,
     suspended,
     deadline_exceeded,
+    does_not_fit,
     first_epoch,
     retire_previous_epoch,
     refused,

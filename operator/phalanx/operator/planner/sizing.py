@@ -27,7 +27,7 @@ def shrink(d: Decision, _: PlannerConfig) -> bool:
     if nodes is None:
         message = (
             f"only {scheduled} of {d.status.nodes} node pods could be scheduled; "
-            f"min is {d.spec.replicas.min}"
+            f"{elastic.floor_reason(d.spec)}"
         )
         d.set_condition("Unschedulable", True, "InsufficientCapacity", message)
         return True
