@@ -86,8 +86,8 @@ def print_plan(console: Console, path: Path, job: TrainingJob, gpu_flag: str | N
     console.print(table)
     if plan["gpuMemory"] is None:
         console.print(
-            "  GPU memory unknown: no floor (pass --gpu-memory 80GiB, or set "
-            "spec.memory.gpuMemory for the operator to keep the job at sizes that fit)",
+            "  GPU memory unknown: no floor here (pass --gpu-memory 80GiB; on a cluster the "
+            "operator takes spec.memory.gpuMemory, else the nodes' GPU labels)",
             highlight=False,
         )
     elif plan["smallestFitting"] is None:

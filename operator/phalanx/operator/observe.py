@@ -98,9 +98,13 @@ def pod_view(pod: Body) -> PodView | None:
 
 
 def node_view(node: Body) -> NodeView:
-    """A node and whether its Ready condition is True."""
+    """A node, whether its Ready condition is True, and its labels."""
     ready = _condition(node.get("status") or {}, "Ready")
-    return NodeView(name=node["metadata"]["name"], ready=bool(ready and ready["status"] == "True"))
+    return NodeView(
+        name=node["metadata"]["name"],
+        ready=bool(ready and ready["status"] == "True"),
+        labels=tuple(sorted((node["metadata"].get("labels") or {}).items())),
+    )
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,52 @@ def test_a_job_that_fits_at_no_size_fails_at_once_saying_what_it_needs() -> None
     assert failed.reason == "DoesNotFitInMemory"
     assert failed.message == (
         "the job does not fit in GPU memory at any size: at 4 nodes (replicas.max) each GPU "
-        "needs 2.2 GiB, and 1.7 GiB of spec.memory.gpuMemory 2G may be used (10% kept free); "
-        "`phalanx plan` shows each part"
+        "needs 2.2 GiB, and 1.7 GiB of its 1.9 GiB (spec.memory.gpuMemory 2G) may be used (10% "
+        "kept free); `phalanx plan` shows each part"
     )
+
+
+@pytest.mark.parametrize(
+    ("labels", "size"),
+    [
+        ({"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+         81559 * 2**20),
+        ({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}, 40 * 10**9),
+        ({"nvidia.com/gpu.product": "NVIDIA-H200"}, None),
+        ({}, None),
+    ],
+)  # fmt: skip
+def test_a_nodes_gpu_memory_comes_from_gpu_feature_discoverys_labels(
+    labels: dict[str, str], size: int | None
+) -> None:
+    assert mem.node_gpu_memory(labels) == size
+
+
+def gpu_node(name: str, mib: int, **labels: str) -> NodeView:
+    every = {"nvidia.com/gpu.memory": str(mib), **labels}
+    return NodeView(name, ready=True, labels=tuple(sorted(every.items())))
+
+
+def test_without_gpu_memory_in_the_spec_the_least_of_the_nodes_gpus_sets_the_floor() -> None:
+    """4000 MB GPUs (as MODEL_SPEC's floor of 3 needs) on one node, 80 GiB on another: the job
+    may land on either, so it plans for the smaller; a nodeSelector that admits only the larger
+    lets it run at 2."""
+    scaled = {"replicas": {"min": 2, "max": 4, "desired": 2}, "memory": {"model": MODEL_SPEC}}
+    nodes = {"small": gpu_node("small", 3815, pool="a"), "big": gpu_node("big", 81920, pool="b")}
+    j, _ = step(job(**scaled), Observed(nodes=nodes), at(0))
+    assert sized(j) == (1, 3)
+    pinned = job(**scaled, template={"spec": {
+        "containers": [{"name": "t", "image": "img"}], "nodeSelector": {"pool": "b"}}})  # fmt: skip
+    j, _ = step(pinned, Observed(nodes=nodes), at(0))
+    assert sized(j) == (1, 2)
+    j, _ = step(job(**scaled), Observed(nodes={"cpu": NodeView("cpu", ready=True)}), at(0))
+    assert sized(j) == (1, 2), "no GPU labels: no floor"
+
+
+def test_a_job_too_big_for_its_nodes_gpus_fails_naming_the_labels() -> None:
+    nodes = {"small": gpu_node("small", 1907)}
+    j, _ = step(job(memory={"model": MODEL_SPEC}), Observed(nodes=nodes), at(0))
+    assert j.status is not None
+    [failed] = [c for c in j.status.conditions if c.type == "Failed"]
+    assert failed.reason == "DoesNotFitInMemory"
+    assert "and 1.7 GiB of its 1.9 GiB (the nodes' GPU labels) may be used" in failed.message

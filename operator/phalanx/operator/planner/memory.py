@@ -25,15 +25,20 @@ FSDP2's MixedPrecisionPolicy cast copies for compute), so it is costed as fp32.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from phalanx.models.job import TrainingJob
 from phalanx.models.memory import (
     MemoryPrecision,
+    MemorySettings,
     MemorySharding,
     ModelDescription,
     quantity_bytes,
 )
 from phalanx.models.spec import TrainingJobSpec
+from phalanx.operator.planner.observed import NodeView
 
 BYTES_PER_PARAMETER: dict[MemoryPrecision, tuple[int, int, int]] = {
     "fp32": (4, 4, 8),
@@ -203,20 +208,58 @@ def fits(spec: TrainingJobSpec, nodes: int) -> bool:
     return estimate(spec, model, nodes).total <= usable(gpu_memory)
 
 
-def why_not(spec: TrainingJobSpec) -> str:
-    """What a job that fits at no size needs, at its largest size, against what a GPU has."""
+def why_not(spec: TrainingJobSpec, labelled: bool = False) -> str:
+    """What a job that fits at no size needs, at its largest size, against what a GPU has
+    (from spec.memory.gpuMemory, or `labelled`: from the nodes' GPU labels)."""
     gpu_memory = spec.memory.gpu_memory if spec.memory is not None else None
     model = model_of(spec)
     if gpu_memory is None or model is None:
         return "no floor: the GPU memory or the model is not known"
     largest = max(sizes(spec))
     needed = estimate(spec, model, largest).total
+    size = quantity_bytes(gpu_memory)
+    source = "the nodes' GPU labels" if labelled else f"spec.memory.gpuMemory {gpu_memory}"
     return (
         f"the job does not fit in GPU memory at any size: at {largest} nodes (replicas.max) "
-        f"each GPU needs {gib(needed)}, and {gib(usable(quantity_bytes(gpu_memory)))} of "
-        f"spec.memory.gpuMemory {gpu_memory} may be used ({HEADROOM:.0%} kept free); "
-        "`phalanx plan` shows each part"
+        f"each GPU needs {gib(needed)}, and {gib(usable(size))} of its {gib(size)} ({source}) "
+        f"may be used ({HEADROOM:.0%} kept free); `phalanx plan` shows each part"
     )
+
+
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+"""A node's GPU memory in MiB, as NVIDIA's GPU Feature Discovery labels it."""
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""A node's GPU model (NVIDIA-H100-80GB-HBM3): its GB count, where it names one, is the fallback."""
+
+
+def node_gpu_memory(labels: Mapping[str, str]) -> int | None:
+    """Bytes of one GPU of a node, from its GPU labels; None when they do not say."""
+    mib = labels.get(GPU_MEMORY_LABEL, "")
+    if mib.isdigit():
+        return int(mib) * 2**20
+    named = re.search(r"(\d+)GB", labels.get(GPU_PRODUCT_LABEL, ""))
+    return int(named[1]) * 10**9 if named else None  # GB as marketed: the lower reading
+
+
+def with_node_gpu_memory(job: TrainingJob, nodes: Iterable[NodeView]) -> TrainingJob:
+    """`job`, with the GPU memory of its nodes when its spec gives none and its model is known:
+    the least among the nodes its template's nodeSelector admits that have GPU labels (the job
+    may land on any of them)."""
+    spec = job.spec
+    if (spec.memory is not None and spec.memory.gpu_memory) or model_of(spec) is None:
+        return job
+    selector = (spec.template.spec.model_extra or {}).get("nodeSelector") or {}
+    found = [
+        size
+        for node in nodes
+        if (labels := dict(node.labels)) and all(labels.get(k) == v for k, v in selector.items())
+        if (size := node_gpu_memory(labels)) is not None
+    ]
+    if not found:
+        return job
+    memory = (spec.memory or MemorySettings()).model_copy(update={"gpu_memory": str(min(found))})
+    return job.model_copy(update={"spec": spec.model_copy(update={"memory": memory})})
 
 
 def gib(size: int) -> str:

@@ -73,10 +73,12 @@ class PodView:
 
 @dataclass(frozen=True)
 class NodeView:
-    """A Kubernetes node that runs one of the job's pods."""
+    """A Kubernetes node of the cluster (the local backend: of its machines)."""
 
     name: str
     ready: bool
+    labels: tuple[tuple[str, str], ...] = ()
+    """Its labels (GPU Feature Discovery's nvidia.com/gpu.memory and gpu.product among them)."""
 
 
 @dataclass(frozen=True)
