@@ -192,8 +192,9 @@ class FailurePolicy(SpecModel):
 
     straggler_factor: Annotated[float, Field(gt=1)] = 2.0
     """A rank whose compute time per step (its own work, not its waits for peers), its median
-    over 20 steps, stays above this factor times the other ranks' is a straggler: the gang
-    restarts off its node. Programs that do not time their compute are judged by step time."""
+    over 20 steps, stays above this factor times the other ranks', costing the gang at least 10 %
+    of a step, is a straggler: the gang restarts off its node. Programs that do not time their
+    compute are judged by step time."""
 
     schedule_timeout_seconds: Annotated[int, Field(ge=1)] = 300
     """Pods still unschedulable after this long make the job shrink (or, at min, wait)."""

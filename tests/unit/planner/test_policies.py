@@ -147,6 +147,18 @@ def test_stragglers_are_judged_by_compute_time_when_ranks_report_it() -> None:
     assert heartbeat.straggler_ranks(healthy, factor=2.0, min_window=10) == []
 
 
+def test_a_rank_slower_at_work_that_costs_next_to_nothing_is_no_straggler() -> None:
+    """A small script's forward pass: 20 us against 8 us is 2.5 x, and 12 us of a 100 ms step
+    (scheduling noise does that); found in e2e, where it restarted a healthy job."""
+    tiny = beat(1, 10, rank_step_seconds=[0.1] * 4,
+                rank_compute_seconds=[8e-6, 20e-6, 8e-6, 9e-6], window_steps=20)  # fmt: skip
+    assert heartbeat.straggler_ranks(tiny, factor=2.0, min_window=10) == [1], "no floor: found"
+    assert heartbeat.straggler_ranks(tiny, factor=2.0, min_window=10, min_cost=0.1) == []
+    costly = beat(1, 10, rank_step_seconds=[0.1] * 4,
+                  rank_compute_seconds=[0.02, 0.05, 0.02, 0.02], window_steps=20)  # fmt: skip
+    assert heartbeat.straggler_ranks(costly, factor=2.0, min_window=10, min_cost=0.1) == [1]
+
+
 @pytest.mark.parametrize(
     ("times", "window", "seconds"),
     [([1.0, 2.5, 1.2], 20, 2.5), ([1.0, 2.5], 0, None), ([], 20, None),

@@ -17,6 +17,11 @@ class PlannerConfig:
     """Least time an epoch runs before the job grows again (no thrashing)."""
     straggler_min_window: int = 10
     """Least number of steps a heartbeat's step-time window must cover to judge stragglers."""
+    straggler_min_cost: float = 0.1
+    """Least share of a step a straggler must cost the gang (its compute beyond the others'
+    median, against the step time): a rank twice as slow at work that takes microseconds of a
+    100 ms step (a small script's forward pass, where scheduling noise alone doubles it) costs
+    nothing a restart would win back."""
     retire_poll_seconds: float = 2.0
     """How soon to look again while old pods terminate (pod events usually come first)."""
     assignment_ack_seconds: float = 10.0

@@ -4,7 +4,8 @@ A hang is a step that does not advance for the hang timeout, measured on the ope
 when it last saw the step change (from the epoch's first reported step on). The timeout is
 hangTimeoutSeconds when the user sets it; otherwise it adapts to the job (`hang_timeout`). A
 straggler is a rank whose median compute time over the trainer's window (its own work, not its
-waits for peers) stays above stragglerFactor x the median of the others.
+waits for peers) stays above stragglerFactor x the median of the others, by at least a tenth of a
+step (`PlannerConfig.straggler_min_cost`).
 """
 
 from __future__ import annotations
@@ -107,8 +108,11 @@ def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime
     return progress.updated_at + timedelta(seconds=timeout_seconds)
 
 
-def straggler_ranks(heartbeat: Heartbeat, factor: float, min_window: int) -> list[int]:
-    """Global ranks whose windowed compute time exceeds factor x the median of the other ranks.
+def straggler_ranks(
+    heartbeat: Heartbeat, factor: float, min_window: int, min_cost: float = 0.0
+) -> list[int]:
+    """Global ranks whose windowed compute time exceeds factor x the median of the other ranks,
+    by at least `min_cost` of the step time (when the heartbeat has step times).
 
     Compute time, not step time: in synchronous training every rank waits for the slowest at
     each step, so step times come out alike and a slow rank hides among them; the time a rank
@@ -119,9 +123,11 @@ def straggler_ranks(heartbeat: Heartbeat, factor: float, min_window: int) -> lis
     times = heartbeat.rank_compute_seconds or heartbeat.rank_step_seconds
     if heartbeat.window_steps < min_window or len(times) < 2:
         return []
+    steps = [t for t in heartbeat.rank_step_seconds if t > 0]
+    least = min_cost * statistics.median(steps) if steps else 0.0
     slow = []
     for rank, seconds in enumerate(times):
         median = statistics.median(times[:rank] + times[rank + 1 :])
-        if median > 0 and seconds > factor * median:
+        if median > 0 and seconds > factor * median and seconds - median >= least:
             slow.append(rank)
     return slow

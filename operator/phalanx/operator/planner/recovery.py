@@ -173,8 +173,9 @@ def stragglers(d: Decision, config: PlannerConfig) -> bool:
     if d.status.phase != "Running" or beat is None or beat.epoch != d.status.epoch:
         return False
     ranks = heartbeat.straggler_ranks(
-        beat, d.spec.failure_policy.straggler_factor, config.straggler_min_window
-    )
+        beat, d.spec.failure_policy.straggler_factor, config.straggler_min_window,
+        config.straggler_min_cost,
+    )  # fmt: skip
     pods = d.observed.node_pods(d.status.epoch)
     by_name = {
         pod.name: pod for r in ranks if (pod := pods.get(r // d.spec.nproc_per_node)) is not None
