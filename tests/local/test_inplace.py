@@ -75,7 +75,11 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
         return max(int(r["step"]) for r in records(workdir) if "loss" in r and r["epoch"] == epoch)
 
     assert first["from"] is None
-    assert after_kill["source"] == "memory", after_kill
+    # Replicated (DDP): when the kill caught rank 1 writing its snapshot, it holds the step
+    # before and the newest comes from a peer's memory instead of its own (memory.py).
+    assert after_kill["source"] in (("memory", "peer") if sharding == "ddp" else ("memory",)), (
+        after_kill
+    )
     assert trained(1) - after_kill["from"] <= 2, (
         f"epoch 1 trained to step {trained(1)}: memory snapshots (every step) lose at most the "
         f"step in flight, but it resumed from {after_kill['from']}"

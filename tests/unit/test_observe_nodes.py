@@ -4,7 +4,6 @@ the GPU memory of jobs that do not give one (GPU Feature Discovery's nvidia.com/
 from __future__ import annotations
 
 from phalanx.operator import observe
-from phalanx.operator.planner import memory
 
 
 def test_a_node_view_keeps_readiness_and_the_labels_that_say_its_gpu_memory() -> None:
@@ -14,6 +13,6 @@ def test_a_node_view_keeps_readiness_and_the_labels_that_say_its_gpu_memory() ->
     })  # fmt: skip
     assert (node.name, node.ready) == ("gpu-1", True)
     assert dict(node.labels)["pool"] == "a"
-    assert memory.node_gpu_memory(dict(node.labels)) == 81559 * 2**20
+    assert node.gpu_memory == 81559 * 2**20
     bare = observe.node_view({"metadata": {"name": "cpu"}, "status": {}})
-    assert (bare.ready, bare.labels) == (False, ())
+    assert (bare.ready, bare.labels, bare.gpu_memory) == (False, (), None)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from phalanx.models import labels
 from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Heartbeat
-from phalanx.operator.planner import NodeView, PodView
+from phalanx.operator.planner import NodeView, PodView, memory
 from phalanx.operator.planner.observed import Role
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,12 @@ def pod_view(pod: Body) -> PodView | None:
 def node_view(node: Body) -> NodeView:
     """A node, whether its Ready condition is True, and its labels."""
     ready = _condition(node.get("status") or {}, "Ready")
+    labels = node["metadata"].get("labels") or {}
     return NodeView(
         name=node["metadata"]["name"],
         ready=bool(ready and ready["status"] == "True"),
-        labels=tuple(sorted((node["metadata"].get("labels") or {}).items())),
+        labels=tuple(sorted(labels.items())),
+        gpu_memory=memory.node_gpu_memory(labels),
     )
 
 

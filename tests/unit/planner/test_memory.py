@@ -183,8 +183,9 @@ def test_a_nodes_gpu_memory_comes_from_gpu_feature_discoverys_labels(
 
 
 def gpu_node(name: str, mib: int, **labels: str) -> NodeView:
+    """A node as the operator observes it (`observe.node_view`)."""
     every = {"nvidia.com/gpu.memory": str(mib), **labels}
-    return NodeView(name, ready=True, labels=tuple(sorted(every.items())))
+    return NodeView(name, True, tuple(sorted(every.items())), mem.node_gpu_memory(every))
 
 
 def test_without_gpu_memory_in_the_spec_the_least_of_the_nodes_gpus_sets_the_floor() -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import time
 
-SLICE_SECONDS = 0.002
+SLICE_SECONDS = 0.005
 """One slice of work: short against a CPU quota's period (CFS: 100 ms), so that a process held
-for part of every period does proportionally less work in it."""
+for part of every period does proportionally less work in it, and no shorter than Python's
+thread switch interval (5 ms), so that its wake-ups do not crowd the worker's other threads
+(a snapshot's or a checkpoint's background write)."""
 
 
 def work(seconds: float) -> None:

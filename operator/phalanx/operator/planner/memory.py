@@ -251,10 +251,10 @@ def with_node_gpu_memory(job: TrainingJob, nodes: Iterable[NodeView]) -> Trainin
         return job
     selector = (spec.template.spec.model_extra or {}).get("nodeSelector") or {}
     found = [
-        size
+        node.gpu_memory
         for node in nodes
-        if (labels := dict(node.labels)) and all(labels.get(k) == v for k, v in selector.items())
-        if (size := node_gpu_memory(labels)) is not None
+        if node.gpu_memory is not None
+        and (not selector or selector.items() <= dict(node.labels).items())
     ]
     if not found:
         return job

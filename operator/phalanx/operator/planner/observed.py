@@ -78,7 +78,10 @@ class NodeView:
     name: str
     ready: bool
     labels: tuple[tuple[str, str], ...] = ()
-    """Its labels (GPU Feature Discovery's nvidia.com/gpu.memory and gpu.product among them)."""
+    """Its labels, for a job's nodeSelector."""
+    gpu_memory: int | None = None
+    """Bytes of one of its GPUs, from its GPU labels (`memory.node_gpu_memory`), read once when
+    the node is observed rather than on every reconcile of every job."""
 
 
 @dataclass(frozen=True)
