@@ -270,8 +270,8 @@ def plan_command(
 ) -> None:
     """Per-GPU memory (weights, gradients, optimizer state, activations) at every size in
     min..max, which sizes fit, and the smallest that does: how far the job may shrink."""
-    console = Console(highlight=False)
-    console = Console(highlight=False, width=max(console.width, 112), soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True)
+    console.width = max(console.width, 112)  # the table's, where stdout is narrow or a pipe
     if gpu_memory is not None:
         try:
             quantity_bytes(gpu_memory)

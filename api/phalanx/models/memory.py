@@ -78,7 +78,8 @@ class MemorySettings(SpecModel):
     gpu_memory: Annotated[str | None, Field(pattern=QUANTITY_PATTERN, max_length=32)] = None
     """Memory of one GPU (a quantity, e.g. 80Gi). Unset: the least among the nodes that the
     template's nodeSelector admits, from GPU Feature Discovery's labels (nvidia.com/gpu.memory,
-    else the GB in nvidia.com/gpu.product); without those, no floor."""
+    else the GB in nvidia.com/gpu.product), as a floor only (a job that fits nowhere on it is
+    not failed); without those, no floor."""
 
     model: ModelDescription | None = None
     """Your model's shape, when the job does not run the reference trainer (whose shape comes

@@ -53,8 +53,6 @@ class Decision:
     requeue_after: float | None = None
     creation_refused: bool = False
     """The API server refused one of the job's objects for this spec: create nothing more."""
-    gpu_memory_labelled: bool = False
-    """The spec's GPU memory came from the job's nodes' GPU labels, not from the job."""
 
     @property
     def spec(self) -> TrainingJobSpec:

@@ -208,9 +208,8 @@ def fits(spec: TrainingJobSpec, nodes: int) -> bool:
     return estimate(spec, model, nodes).total <= usable(gpu_memory)
 
 
-def why_not(spec: TrainingJobSpec, labelled: bool = False) -> str:
-    """What a job that fits at no size needs, at its largest size, against what a GPU has
-    (from spec.memory.gpuMemory, or `labelled`: from the nodes' GPU labels)."""
+def why_not(spec: TrainingJobSpec) -> str:
+    """What a job that fits at no size needs, at its largest size, against what a GPU has."""
     gpu_memory = spec.memory.gpu_memory if spec.memory is not None else None
     model = model_of(spec)
     if gpu_memory is None or model is None:
@@ -218,11 +217,11 @@ def why_not(spec: TrainingJobSpec, labelled: bool = False) -> str:
     largest = max(sizes(spec))
     needed = estimate(spec, model, largest).total
     size = quantity_bytes(gpu_memory)
-    source = "the nodes' GPU labels" if labelled else f"spec.memory.gpuMemory {gpu_memory}"
     return (
         f"the job does not fit in GPU memory at any size: at {largest} nodes (replicas.max) "
-        f"each GPU needs {gib(needed)}, and {gib(usable(size))} of its {gib(size)} ({source}) "
-        f"may be used ({HEADROOM:.0%} kept free); `phalanx plan` shows each part"
+        f"each GPU needs {gib(needed)}, and {gib(usable(size))} of its {gib(size)} "
+        f"(spec.memory.gpuMemory {gpu_memory}) may be used ({HEADROOM:.0%} kept free); "
+        "`phalanx plan` shows each part"
     )
 
 
@@ -245,7 +244,9 @@ def node_gpu_memory(labels: Mapping[str, str]) -> int | None:
 def with_node_gpu_memory(job: TrainingJob, nodes: Iterable[NodeView]) -> TrainingJob:
     """`job`, with the GPU memory of its nodes when its spec gives none and its model is known:
     the least among the nodes its template's nodeSelector admits that have GPU labels (the job
-    may land on any of them)."""
+    may land on any of them). A job that would fit at no size on that least GPU keeps no floor
+    rather than failing: it may be meant for larger GPUs that its nodeSelector does not name,
+    and only a gpuMemory the user gave is reason enough to refuse it."""
     spec = job.spec
     if (spec.memory is not None and spec.memory.gpu_memory) or model_of(spec) is None:
         return job
@@ -259,7 +260,8 @@ def with_node_gpu_memory(job: TrainingJob, nodes: Iterable[NodeView]) -> Trainin
     if not found:
         return job
     memory = (spec.memory or MemorySettings()).model_copy(update={"gpu_memory": str(min(found))})
-    return job.model_copy(update={"spec": spec.model_copy(update={"memory": memory})})
+    sized = job.model_copy(update={"spec": spec.model_copy(update={"memory": memory})})
+    return sized if floor(sized.spec) is not None else job
 
 
 def gib(size: int) -> str:

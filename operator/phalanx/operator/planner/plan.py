@@ -56,9 +56,7 @@ def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
     status = job.status.model_copy(deep=True) if job.status else TrainingJobStatus()
     seen = inplace.effective(observed, status.epoch, status.nodes, status.current)
     sized = memory.with_node_gpu_memory(job, observed.nodes.values())
-    return Decision(
-        job=sized, observed=seen, now=now, status=status, gpu_memory_labelled=sized is not job
-    )
+    return Decision(job=sized, observed=seen, now=now, status=status)
 
 
 def publish_assignment(d: Decision) -> None:
@@ -149,7 +147,7 @@ def does_not_fit(d: Decision, _: PlannerConfig) -> bool:
     """A job that fits in GPU memory at no size in min..max fails at once, not in an OOM loop."""
     if memory.floor(d.spec) is not None:
         return False
-    fail(d, "DoesNotFitInMemory", memory.why_not(d.spec, labelled=d.gpu_memory_labelled))
+    fail(d, "DoesNotFitInMemory", memory.why_not(d.spec))
     return True
 
 
