@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from phalanx.server import views
+from phalanx.control import views
+from phalanx.control.errors import BadRequestError
 
 
 def job(namespace: str, name: str, phase: str | None = None, **labels: str) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def test_label_selectors(selector: str, count: int) -> None:
 
 def test_phase_filter_and_bad_selector() -> None:
     assert sum(views.matches(j, "Running", []) for j in JOBS) == 12
-    with pytest.raises(ValueError, match="labelSelector"):
+    with pytest.raises(BadRequestError, match="labelSelector"):
         views.parse_selector("a b=c")
 
 
@@ -53,5 +54,5 @@ def test_pages_cover_every_job_once(limit: int) -> None:
 
 
 def test_a_forged_continue_token_is_refused() -> None:
-    with pytest.raises(ValueError, match="continue"):
+    with pytest.raises(BadRequestError, match="continue"):
         views.page(JOBS, 5, "%%%")

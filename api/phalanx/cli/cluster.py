@@ -4,9 +4,10 @@ watch`, with the caller's own RBAC rights, one of two ways:
 - through the Phalanx API service: `--server` and `--token` (or PHALANX_SERVER, PHALANX_TOKEN),
   with the SDK;
 - straight to the kube API with a kubeconfig, when no server is given: `--kubeconfig`, else
-  $KUBECONFIG, else ~/.kube/config, and `--context`. No service need run; the verbs run the
-  service's own code with the user's credentials (`phalanx.cli.kubedirect`), so the output and
-  the errors are the same either way.
+  $KUBECONFIG, else ~/.kube/config, and `--context`. No service need run (nor FastAPI be
+  installed); the verbs run job control's core (`phalanx.control`), which the service runs too,
+  with the user's credentials (`phalanx.cli.kubedirect`), so the output and the errors are the
+  same either way.
 
 The namespace: `-n`, else PHALANX_NAMESPACE, else the kubeconfig context's, else "default". API
 errors end a verb with exit 1 in the API's words; conflicting or missing connection flags, exit 2.
@@ -30,11 +31,11 @@ from rich.table import Table
 from rich.text import Text
 
 from phalanx.cli.display import PHASE_STYLES
+from phalanx.models.responses import JobDetail, JobList, JobSummary
 from phalanx.models.status import PROGRESS_REPORTED
 from phalanx.sdk import Client, PhalanxAPIError
 from phalanx.sdk.calls import Manifest
 from phalanx.sdk.errors import raise_for
-from phalanx.server.schemas import JobDetail, JobList, JobSummary
 
 if TYPE_CHECKING:
     from phalanx.cli.kubedirect import DirectClient
@@ -150,7 +151,7 @@ def _direct(kubeconfig: Path | None, context: str | None, namespace: str | None)
 
         from phalanx.cli.kubedirect import DirectClient
     except ImportError as error:  # the `cli` extra alone has no Kubernetes client
-        message = f"--kubeconfig needs the Kubernetes client ({error}): install phalanx[api]"
+        message = f"--kubeconfig needs the Kubernetes client ({error}): install phalanx[cli,kube]"
         raise FlagsError(message) from error
     path = _kubeconfig_path(kubeconfig)
     try:

@@ -1,4 +1,4 @@
-"""The Python SDK: `phalanx.sdk.Client` (sync) and `AsyncClient`, on httpx, sharing the server's
+"""The Python SDK: `phalanx.sdk.Client` (sync) and `AsyncClient`, on httpx, sharing the
 models.
 
     from phalanx.sdk import Client

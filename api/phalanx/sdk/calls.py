@@ -15,9 +15,9 @@ import httpx
 import yaml
 
 from phalanx.models import TrainingJob
+from phalanx.models.responses import JobDetail, JobList
 from phalanx.models.status import Phase
 from phalanx.sdk.errors import JobEndedError
-from phalanx.server.schemas import JobDetail, JobList
 
 T = TypeVar("T")
 Manifest = TrainingJob | Mapping[str, Any] | str | Path

@@ -9,10 +9,10 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
+from phalanx.models.responses import JobDetail, JobList
 from phalanx.sdk import calls
 from phalanx.sdk.calls import Call, Condition, Manifest
 from phalanx.sdk.errors import raise_for
-from phalanx.server.schemas import JobDetail, JobList
 
 T = TypeVar("T")
 POLL_SECONDS = 1.0

@@ -42,6 +42,11 @@ class JobEndedError(Exception):
 _BY_STATUS = {401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError, 422: InvalidError}
 
 
+def error_for(status: int, detail: Any) -> PhalanxAPIError:
+    """The SDK's error for an answer with this status and `detail`."""
+    return _BY_STATUS.get(status, PhalanxAPIError)(status, detail)
+
+
 def raise_for(response: httpx.Response) -> None:
     """Raise the matching error for a non-2xx response."""
     if response.is_success:
@@ -50,4 +55,4 @@ def raise_for(response: httpx.Response) -> None:
         detail = response.json().get("detail", response.text)
     except ValueError:
         detail = response.text
-    raise _BY_STATUS.get(response.status_code, PhalanxAPIError)(response.status_code, detail)
+    raise error_for(response.status_code, detail)

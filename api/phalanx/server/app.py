@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from kubernetes import client as k8s
 
+from phalanx.control import Authorizer, JobControl, KubeJobs
 from phalanx.kubeconfig import load_configuration
-from phalanx.server.auth import Authorizer
+from phalanx.server import errors
 from phalanx.server.cache import JobCache
-from phalanx.server.kube import KubeJobs
 from phalanx.server.metrics import ApiMetrics
 from phalanx.server.routes import health, jobs, observe, web
 from phalanx.server.settings import ServerSettings
@@ -35,9 +35,13 @@ def create_app(settings: ServerSettings, api: k8s.ApiClient | None = None) -> Fa
                 "only; never expose this service."
             )
         app.state.cache = JobCache(client)
-        app.state.kube = KubeJobs(client)
-        app.state.authorizer = Authorizer(
-            client, settings.authn_cache_seconds, settings.authz_cache_seconds
+        app.state.control = JobControl(
+            source=app.state.cache,
+            kube=KubeJobs(client),
+            authorizer=Authorizer(
+                client, settings.authn_cache_seconds, settings.authz_cache_seconds
+            ),
+            page_size_max=settings.page_size_max,
         )
         app.state.cache.start()
         try:
@@ -54,6 +58,7 @@ def create_app(settings: ServerSettings, api: k8s.ApiClient | None = None) -> Fa
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     app.middleware("http")(app.state.metrics.middleware)
+    errors.install(app)
     app.include_router(jobs.router)
     app.include_router(observe.router)
     app.include_router(health.router)

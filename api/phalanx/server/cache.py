@@ -54,8 +54,9 @@ class JobCache:
             self._watch.stop()  # type: ignore[no-untyped-call]
         self._thread.join(timeout=5)
 
-    def list(self, namespace: str | None = None) -> list[Job]:
-        """Jobs in `namespace` (all when None), ordered by namespace and name."""
+    def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[Job]:
+        """Jobs in `namespace` (all when None), ordered by namespace and name. A scan of memory:
+        `label_selector` saves no read here, so job control's own filter applies it."""
         with self._lock:
             items = sorted(self._jobs.items())
         return [job for (ns, _), job in items if namespace is None or ns == namespace]

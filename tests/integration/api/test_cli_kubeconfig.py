@@ -6,12 +6,15 @@ Covers: submit, list, get, scale (within and outside replicas.min..max), suspend
 proxy to the test's stand-in kubelet), watch and delete, checked against what the API
 server stored; the namespace comes from the kubeconfig context; `get`, `list` and `watch` print
 exactly what they print through the API service; a user without a Role gets exit 1 with the API
-server's 403; `--server` with `--kubeconfig`, or neither, is refused with exit 2.
+server's 403; `--server` with `--kubeconfig`, or neither, is refused with exit 2; `get` and
+`list` run with FastAPI and the API service's code unimportable.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -226,6 +229,51 @@ def test_watch_with_a_kubeconfig_follows_the_job_until_it_ends(
         10,
         "the API service's watch to print the same",
     )
+
+
+WITHOUT_SERVICE = """
+import sys
+from importlib.abc import MetaPathFinder
+
+
+class Unimportable(MetaPathFinder):
+    # The API service and its web stack, as if they were not installed.
+    def find_spec(self, name, path=None, target=None):
+        service = name == "phalanx.server" or name.startswith("phalanx.server.")
+        if service or name.partition(".")[0] in {"fastapi", "starlette", "uvicorn"}:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Unimportable())
+from phalanx.cli.main import main
+
+sys.argv[0] = "phalanx"
+main()
+"""
+
+
+def test_the_kubeconfig_mode_needs_no_fastapi(
+    kube_client: k8s.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    user = identity(kube_client, namespace, "no-fastapi")
+    grant_jobs(kube_client, namespace, user)
+    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    assert run("submit", str(job_file(tmp_path, "lean")), *direct).exit_code == 0
+
+    def without_service(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        command = [sys.executable, "-c", WITHOUT_SERVICE, *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+    blocked = without_service("openapi")  # the verb that prints the service's document needs it
+    assert blocked.returncode != 0
+    assert "No module named 'phalanx.server" in blocked.stderr
+    for verb in (["get", "lean"], ["list"]):
+        lean = without_service(*verb, *direct, "-o", "json")
+        assert lean.returncode == 0, lean.stderr
+        assert lean.stdout == run(*verb, *direct, "-o", "json").stdout
+    assert [j["name"] for j in json.loads(lean.stdout)] == ["lean"]
 
 
 def test_a_user_without_a_role_gets_the_api_servers_403(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from phalanx.models.responses import Health
 from phalanx.server.deps import CacheDep
-from phalanx.server.schemas import Health
 
 router = APIRouter(tags=["health"])
 

@@ -1,30 +1,21 @@
-"""Job control: list, get, create, delete, scale, suspend and resume.
+"""Job control over HTTP: list, get, create, delete, scale, suspend and resume.
 
-Reads come from the watch cache after a SubjectAccessReview for the caller; writes go to the API
-server after one. A manifest is validated with the shared models first, so a 422 names the field
-exactly as `kubectl apply` would.
+Each route is an edge over `phalanx.control.JobControl` (reads from the watch cache, writes to
+the API server, each after a SubjectAccessReview for the caller; a manifest validated with the
+shared models, so a 422 names the field exactly as `kubectl apply` would); its errors become
+HTTP answers in `phalanx.server.errors`. What stays here is HTTP: paths, parameters, status
+codes and the OpenAPI document.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Query, Response, status
-from pydantic import ValidationError
+from fastapi import APIRouter, Body, Query, Response, status
 
-from phalanx.models import API_VERSION, KIND, TrainingJob, field_errors
-from phalanx.server import views
-from phalanx.server.auth import Action
-from phalanx.server.deps import (
-    AuthorizerDep,
-    CacheDep,
-    CallerDep,
-    KubeDep,
-    SettingsDep,
-    allow,
-    cached_job,
-)
-from phalanx.server.schemas import JobDetail, JobList, Problem, ScaleRequest
+from phalanx.models import API_VERSION, KIND
+from phalanx.models.responses import JobDetail, JobList, Problem, ScaleRequest
+from phalanx.server.deps import CallerDep, ControlDep
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No valid bearer token"},
@@ -73,6 +64,7 @@ MANIFEST_SCHEMA = {
 """The create body as documented: the manifest's shape, so clients can generate code from it.
 The handler still takes any JSON object and validates it itself, to name each refused field."""
 router = APIRouter(prefix="/api/v1", tags=["jobs"], responses=ERRORS)
+DETAIL: dict[str, Any] = {"response_model": JobDetail, "response_model_exclude_none": True}
 
 
 @router.get(
@@ -84,10 +76,8 @@ router = APIRouter(prefix="/api/v1", tags=["jobs"], responses=ERRORS)
     },
 )
 def list_jobs(
-    cache: CacheDep,
+    control: ControlDep,
     caller: CallerDep,
-    authorizer: AuthorizerDep,
-    settings: SettingsDep,
     namespace: Annotated[str | None, Query(description="Only this namespace.")] = None,
     phase: Annotated[str | None, Query(description="Only jobs in this phase.")] = None,
     label_selector: Annotated[
@@ -99,53 +89,20 @@ def list_jobs(
     ] = None,
 ) -> JobList:
     """Jobs the caller may list, filtered, a page at a time, from the watch cache."""
-    allow(authorizer, caller, Action("list", namespace))
-    try:
-        selector = views.parse_selector(label_selector)
-        jobs = [j for j in cache.list(namespace) if views.matches(j, phase, selector)]
-        return views.page(jobs, min(limit, settings.page_size_max), continue_)
-    except ValueError as error:
-        raise HTTPException(400, str(error)) from error
+    return control.list(caller, namespace, phase, label_selector, limit, continue_)
 
 
 @router.get(
-    "/namespaces/{namespace}/jobs/{name}",
-    operation_id="getJob",
-    response_model=JobDetail,
-    response_model_exclude_none=True,
-    responses=ONE_JOB,
+    "/namespaces/{namespace}/jobs/{name}", operation_id="getJob", responses=ONE_JOB, **DETAIL
 )
-def get_job(
-    namespace: str, name: str, cache: CacheDep, caller: CallerDep, authorizer: AuthorizerDep
-) -> JobDetail:
+def get_job(namespace: str, name: str, control: ControlDep, caller: CallerDep) -> JobDetail:
     """A job with its status, conditions, progress, failures and last checkpoint."""
-    allow(authorizer, caller, Action("get", namespace, name))
-    return views.detail(cached_job(cache, namespace, name))
-
-
-def _validated(namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    manifest = {"apiVersion": API_VERSION, "kind": KIND, **manifest}
-    meta = manifest.setdefault("metadata", {})
-    if not isinstance(meta, dict):
-        raise HTTPException(422, [{"field": "metadata", "message": "must be an object"}])
-    if meta.setdefault("namespace", namespace) != namespace:
-        message = f"must be {namespace!r}, the namespace in the path, or left out"
-        raise HTTPException(422, [{"field": "metadata.namespace", "message": message}])
-    if not meta.get("name"):
-        raise HTTPException(422, [{"field": "metadata.name", "message": "Required value"}])
-    try:
-        TrainingJob.from_manifest(manifest)
-    except ValidationError as error:
-        detail = [{"field": e.field, "message": e.message} for e in field_errors(error)]
-        raise HTTPException(422, detail) from error
-    return manifest
+    return control.get(caller, namespace, name)
 
 
 @router.post(
     "/namespaces/{namespace}/jobs",
     operation_id="createJob",
-    response_model=JobDetail,
-    response_model_exclude_none=True,
     status_code=status.HTTP_201_CREATED,
     responses={
         **ERRORS,
@@ -154,17 +111,16 @@ def _validated(namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         422: {"model": Problem, "description": "Invalid manifest: each refused field named"},
     },
     openapi_extra={"requestBody": {"content": {"application/json": {"schema": MANIFEST_SCHEMA}}}},
+    **DETAIL,
 )
 def create_job(
     namespace: str,
     manifest: Annotated[dict[str, Any], Body(description="A TrainingJob manifest.")],
-    kube: KubeDep,
+    control: ControlDep,
     caller: CallerDep,
-    authorizer: AuthorizerDep,
 ) -> JobDetail:
     """Create a job from a manifest, validated with the same rules as the CRD."""
-    allow(authorizer, caller, Action("create", namespace))
-    return views.detail(kube.create(namespace, _validated(namespace, manifest)))
+    return control.create(caller, namespace, manifest)
 
 
 @router.delete(
@@ -173,77 +129,46 @@ def create_job(
     status_code=status.HTTP_204_NO_CONTENT,
     responses=ONE_JOB,
 )
-def delete_job(
-    namespace: str, name: str, kube: KubeDep, caller: CallerDep, authorizer: AuthorizerDep
-) -> Response:
+def delete_job(namespace: str, name: str, control: ControlDep, caller: CallerDep) -> Response:
     """Delete a job; its pods and other children follow (owner references)."""
-    allow(authorizer, caller, Action("delete", namespace, name))
-    kube.delete(namespace, name)
+    control.delete(caller, namespace, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.put(
     "/namespaces/{namespace}/jobs/{name}/scale",
     operation_id="scaleJob",
-    response_model=JobDetail,
-    response_model_exclude_none=True,
     responses={
         **ONE_JOB,
         **UNREADABLE_BODY,
         422: {"model": Problem, "description": "Outside replicas.min..max"},
     },
+    **DETAIL,
 )
 def scale_job(
-    namespace: str,
-    name: str,
-    request: ScaleRequest,
-    kube: KubeDep,
-    caller: CallerDep,
-    authorizer: AuthorizerDep,
+    namespace: str, name: str, request: ScaleRequest, control: ControlDep, caller: CallerDep
 ) -> JobDetail:
     """Set the desired number of node pods (spec.replicas.desired, within min..max)."""
-    allow(authorizer, caller, Action("update", namespace, name, subresource="scale"))
-    replicas = kube.get(namespace, name)["spec"]["replicas"]
-    if not replicas["min"] <= request.nodes <= replicas["max"]:
-        message = (
-            f"spec.replicas.desired must be within spec.replicas.min..spec.replicas.max "
-            f"({replicas['min']}..{replicas['max']}), got {request.nodes}"
-        )
-        raise HTTPException(422, [{"field": "spec.replicas.desired", "message": message}])
-    kube.scale(namespace, name, request.nodes)
-    return views.detail(kube.get(namespace, name))
-
-
-def _set_suspend(
-    namespace: str, name: str, value: bool, kube: KubeDep, caller: CallerDep, auth: AuthorizerDep
-) -> JobDetail:
-    allow(auth, caller, Action("patch", namespace, name))
-    return views.detail(kube.patch_spec(namespace, name, {"suspend": value}))
+    return control.scale(caller, namespace, name, request.nodes)
 
 
 @router.post(
     "/namespaces/{namespace}/jobs/{name}/suspend",
     operation_id="suspendJob",
-    response_model=JobDetail,
-    response_model_exclude_none=True,
     responses=ONE_JOB,
+    **DETAIL,
 )
-def suspend_job(
-    namespace: str, name: str, kube: KubeDep, caller: CallerDep, authorizer: AuthorizerDep
-) -> JobDetail:
+def suspend_job(namespace: str, name: str, control: ControlDep, caller: CallerDep) -> JobDetail:
     """Suspend: every pod is deleted (agents checkpoint first); resume continues from there."""
-    return _set_suspend(namespace, name, True, kube, caller, authorizer)
+    return control.suspend(caller, namespace, name)
 
 
 @router.post(
     "/namespaces/{namespace}/jobs/{name}/resume",
     operation_id="resumeJob",
-    response_model=JobDetail,
-    response_model_exclude_none=True,
     responses=ONE_JOB,
+    **DETAIL,
 )
-def resume_job(
-    namespace: str, name: str, kube: KubeDep, caller: CallerDep, authorizer: AuthorizerDep
-) -> JobDetail:
+def resume_job(namespace: str, name: str, control: ControlDep, caller: CallerDep) -> JobDetail:
     """Resume a suspended job: a new epoch starts from the last checkpoint."""
-    return _set_suspend(namespace, name, False, kube, caller, authorizer)
+    return control.resume(caller, namespace, name)

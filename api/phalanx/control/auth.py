@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from kubernetes import client as k8s
 
+from phalanx.control.errors import ForbiddenError, UnauthenticatedError
 from phalanx.models import GROUP, PLURAL
 
 T = TypeVar("T")
@@ -34,7 +35,7 @@ class Caller:
     groups: tuple[str, ...] = ()
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
     service_credentials: bool = False
-    """Development mode: no caller; the service acts with its own rights."""
+    """Development mode: no caller; the service acts with its own rights (never reviewed)."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,6 @@ class Action:
             f'resource "{what}" in API group "{self.group}"{where}'
         )
         return f"{message}: {reason}" if reason else message
-
-
-class UnauthenticatedError(Exception):
-    """No token, or one the API server does not accept."""
-
-
-class ForbiddenError(Exception):
-    """RBAC denies the action; the message says so in the API server's words."""
 
 
 @dataclass

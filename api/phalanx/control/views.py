@@ -1,4 +1,7 @@
-"""From stored TrainingJobs to API shapes: summaries, details, filters and pages. Pure."""
+"""From stored TrainingJobs to job control's answers: summaries, details, filters and pages.
+
+Pure: no client, no HTTP. Bad parameters are job control's BadRequestError, a missing node rank
+its NotFoundError, so each edge reports them as it reports the kube API's own refusals."""
 
 from __future__ import annotations
 
@@ -8,27 +11,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from phalanx.control.errors import BadRequestError, NotFoundError
 from phalanx.models.names import node_pod_name
-from phalanx.server.schemas import JobDetail, JobList, JobSummary
+from phalanx.models.responses import JobDetail, JobList, JobSummary
 
 Job = Mapping[str, Any]
-
-
-class BadSelectorError(ValueError):
-    """A labelSelector this API does not understand."""
-
-
-class NoSuchRankError(LookupError):
-    """The job's current epoch has no node of that rank."""
+"""A TrainingJob as the API server stores it."""
 
 
 def node_pod(job: Job, node: int) -> str:
     """The pod of node rank `node` in the job's current epoch (`<job>-<epoch>-<node>`, as the
-    operator names it); NoSuchRankError if the epoch has no such rank."""
+    operator names it); NotFoundError if the epoch has no such rank."""
     name, status = job["metadata"]["name"], job.get("status") or {}
     epoch = status.get("epoch", 0)
     if epoch == 0 or node >= max(status.get("nodes", 0), 1):
-        raise NoSuchRankError(f"job {name} has no node rank {node} in epoch {epoch}")
+        raise NotFoundError(f"job {name} has no node rank {node} in epoch {epoch}")
     return node_pod_name(name, epoch, node)
 
 
@@ -85,7 +82,7 @@ def parse_selector(text: str | None) -> list[tuple[str, str, str | None]]:
         else:
             terms.append((raw, "exists", None))
         if not terms[-1][0] or " " in terms[-1][0]:
-            raise BadSelectorError(
+            raise BadRequestError(
                 f"labelSelector term {raw!r} is not key=value, key!=value, key or !key"
             )
     return terms
@@ -113,13 +110,13 @@ def _token(job: Job) -> str:
 
 
 def after_token(token: str) -> tuple[str, str]:
-    """The (namespace, name) a continue token points after; ValueError if it is not one."""
+    """The (namespace, name) a continue token points after; BadRequestError if it is not one."""
     try:
         namespace, _, name = base64.urlsafe_b64decode(token.encode()).decode().partition("/")
     except (binascii.Error, UnicodeDecodeError) as error:
-        raise ValueError("continue is not a token this API returned") from error
+        raise BadRequestError("continue is not a token this API returned") from error
     if not name:
-        raise ValueError("continue is not a token this API returned")
+        raise BadRequestError("continue is not a token this API returned")
     return namespace, name
 
 

@@ -1,5 +1,10 @@
-"""What the REST API sends and receives. camelCase on the wire, like Kubernetes; the job's spec
-and status are the TrainingJob models themselves, so server, SDK and CRD cannot disagree."""
+"""What job control answers, whichever way it is reached: the REST API's bodies, the SDK's return
+values, the CLI's `-o json`. camelCase on the wire, like Kubernetes.
+
+Why here, with the models: the service, the SDK and the CLI's kubeconfig mode all speak these
+shapes, and none of them may import another's internals; the job's spec and status are the
+TrainingJob models themselves and an event is the one `JobEvent`, so server, SDK and CRD cannot
+disagree."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from phalanx.models.events import JobEvent
 from phalanx.models.spec import TrainingJobSpec
 from phalanx.models.status import CheckpointRef, Phase, TrainingJobStatus
 
@@ -75,17 +81,9 @@ class Problem(Schema):
     detail: str | list[FieldProblem] | list[dict[str, Any]]
 
 
-class JobEvent(Schema):
-    """A Kubernetes event about the job."""
-
-    time: datetime | None = None
-    type: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    count: int | None = None
-
-
 class EventList(Schema):
+    """A job's events, oldest first."""
+
     items: list[JobEvent]
 
 
