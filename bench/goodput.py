@@ -79,7 +79,8 @@ def goodput(seconds: float, every: float, workdir: Path) -> dict[str, float]:
     intervals = [b["time"] - a["time"] for a, b in itertools.pairwise(records)
                  if b["epoch"] == a["epoch"] and b["step"] == a["step"] + 1]  # fmt: skip
     step_time = statistics.median(intervals)
-    started = summary.events[0].time.timestamp() if summary.events else records[0]["time"]
+    first = summary.events[0].time if summary.events else None  # a run's events have their time
+    started = first.timestamp() if first else records[0]["time"]
     recoveries = [
         min((r["time"] for r in records if r["epoch"] > f.epoch), default=f.time.timestamp())
         - f.time.timestamp()

@@ -135,8 +135,8 @@ def phalanx_scenario(kind: str, failures: int, workdir: Path) -> list[Recovery]:
         restarts = sum(
             1
             for e in events
-            if e.reason in ("Restart", "Shrink") and e.time >= fault.time
-            and (until is None or e.time < until)
+            if e.reason in ("Restart", "Shrink") and e.time is not None  # a run's events have one
+            and e.time >= fault.time and (until is None or e.time < until)
         )  # fmt: skip
         recoveries.append(Recovery(first["time"] - struck, _parts(struck, startup), restarts))
     return recoveries

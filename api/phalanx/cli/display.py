@@ -6,7 +6,7 @@ or pipes, without hand-written terminal control codes.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.live import Live
@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from phalanx.local import LocalRun, RunSummary
-from phalanx.local.executor import Event
+from phalanx.models.events import JobEvent
 from phalanx.models.status import TrainingJobStatus
 
 NOT_REPORTED = "not reported: the program reports no steps (see phalanx.progress)"
@@ -57,9 +57,10 @@ class RunDisplay:
         if self.live.is_started:
             self.live.stop()
 
-    def event(self, event: Event) -> None:
-        self.started = self.started or event.time
-        offset = (event.time - self.started).total_seconds()
+    def event(self, event: JobEvent) -> None:
+        time = event.time or datetime.now(UTC)  # a run's events come with their time
+        self.started = self.started or time
+        offset = (time - self.started).total_seconds()
         style = "yellow" if event.type == "Warning" else "cyan"
         line = Text.assemble(
             (f"[{offset:7.1f}s] ", "dim"), (f"{event.reason:<14}", style), " ", event.message

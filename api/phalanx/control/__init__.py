@@ -5,11 +5,10 @@ thin edges over `JobControl`; each maps `phalanx.control.errors` once, at its ow
 """
 
 from phalanx.control.auth import Action, Authorizer, Caller
-from phalanx.control.jobs import ENDED, JobControl, JobSource, progress
+from phalanx.control.jobs import JobControl, JobSource, progress
 from phalanx.control.kube import KubeJobs, KubeSource
 
 __all__ = [
-    "ENDED",
     "Action",
     "Authorizer",
     "Caller",

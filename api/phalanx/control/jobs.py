@@ -32,10 +32,7 @@ from phalanx.models.responses import (
     JobList,
     JobSummary,
 )
-from phalanx.models.status import Phase
-
-ENDED: tuple[Phase, ...] = ("Succeeded", "Failed")
-"""Phases a job never leaves."""
+from phalanx.models.status import ENDED
 
 
 class JobSource(Protocol):

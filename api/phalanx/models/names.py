@@ -130,3 +130,9 @@ def service_account_name(job: str) -> str:
 def pod_group_name(job: str, epoch: int) -> str:
     """The epoch's PodGroup, also the value of the pods' pod-group label."""
     return f"{job}-{epoch}"
+
+
+def event_name_prefix(job: str) -> str:
+    """`<job>.`: the `generateName` of the Events about the job (the API server appends a
+    random suffix), as Kubernetes names an object's events `<object>.<suffix>`."""
+    return f"{job}."

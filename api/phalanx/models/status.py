@@ -7,18 +7,20 @@ at what size, how far along, how often did it fail and why, and what can it resu
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
 from phalanx.models.base import KubeModel
+from phalanx.models.conditions import ConditionType
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 FailureClass = Literal["application", "infrastructure", "configuration"]
+ENDED: Final[tuple[Phase, ...]] = ("Succeeded", "Failed")
+"""The phases a job never leaves."""
 
-PROGRESS_REPORTED = "ProgressReported"
-"""Condition type: True once the job's program reported a step (phalanx.progress), False while
-it is known to report none; then `progress` and `goodput` are absent, not 0."""
+PROGRESS_REPORTED: Final = ConditionType.PROGRESS_REPORTED
+"""The ProgressReported condition type (see `ConditionType`), under the name readers import."""
 
 
 class Condition(KubeModel):

@@ -16,13 +16,12 @@ import yaml
 
 from phalanx.models import TrainingJob
 from phalanx.models.responses import JobDetail, JobList
-from phalanx.models.status import Phase
+from phalanx.models.status import ENDED, Phase
 from phalanx.sdk.errors import JobEndedError
 
 T = TypeVar("T")
 Manifest = TrainingJob | Mapping[str, Any] | str | Path
 Condition = Phase | str | Callable[[JobDetail], bool]
-ENDED = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Carry out the planner's decisions on the local cluster: the operator's executor, for processes.
 
-Status goes to the in-memory job (the run's only copy), pods to `LocalCluster`, events and
-recovery times to the run's record. Children, PodGroups and TTL deletion have no local meaning.
+Status goes to the in-memory job (the run's only copy), pods to `LocalCluster`, events (as they
+happen: `JobEvent`s with their time) and recovery times to the run's record. Children, PodGroups
+and TTL deletion have no local meaning.
 Pods get the names a cluster would give them (`phalanx.models.names`). No API server can refuse
 one, so `Observed.refused` stays empty here: locally, a configuration error is a command that
 cannot start (the pod's CreateContainerError), which the same planner turns into the same
@@ -13,38 +14,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import assert_never
 
 from phalanx.local.cluster import LocalCluster, LocalPod
 from phalanx.local.launch import LOOPBACK, Workdir, free_port, node_launch, runs_agent
 from phalanx.local.summary import Recovery
 from phalanx.models import env
 from phalanx.models.assignment import EpochAssignment
+from phalanx.models.events import JobEvent
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import node_pod_name, standby_pod_name
 from phalanx.operator.planner import (
     AssignEpoch,
     CreateNodePod,
     CreateStandbyPod,
+    DeleteJob,
     DeletePods,
     EmitEvent,
+    EnsureChildren,
+    EnsurePodGroup,
+    Executor,
     ObserveRecovery,
     PatchStatus,
     Plan,
 )
 
 
-@dataclass(frozen=True)
-class Event:
-    """A decision worth telling the user, with when it happened."""
-
-    time: datetime
-    reason: str
-    message: str
-    type: str = "Normal"
-
-
 @dataclass
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Applies plans to `cluster` for `job`, keeping the job's status and the run's record."""
 
     job: TrainingJob
@@ -52,8 +49,9 @@ class LocalExecutor:
     workdir: Workdir
     run_id: str
     heartbeat_seconds: float
-    on_event: Callable[[Event], None] = lambda _: None
-    events: list[Event] = field(default_factory=list)
+    on_event: Callable[[JobEvent], None] = lambda _: None
+    events: list[JobEvent] = field(default_factory=list)
+    """What happened, in order; each with its time."""
     recoveries: list[float] = field(default_factory=list)
     recovery_parts: list[dict[str, float]] = field(default_factory=list)
     resumes: list[Recovery] = field(default_factory=list)
@@ -94,12 +92,15 @@ class LocalExecutor:
                             until=until,
                         )
                     )
-                case EmitEvent(reason=reason, message=message, type=kind):
-                    self.record(Event(now, reason, message, kind))
-                case _:  # children, PodGroups, TTL deletion: nothing to do on one machine
-                    pass
+                case EmitEvent(event=event):
+                    self.record(event.at(now))
+                case EnsureChildren() | EnsurePodGroup() | DeleteJob():
+                    pass  # children, PodGroups, TTL deletion: no meaning on one machine
+                case _:
+                    assert_never(action)
 
-    def record(self, event: Event) -> None:
+    def record(self, event: JobEvent) -> None:
+        """Keep `event`, which has its time, and tell the run's watcher."""
         self.events.append(event)
         self.on_event(event)
 

@@ -20,14 +20,16 @@ from pydantic import ValidationError
 
 from phalanx.local import inject, processes
 from phalanx.local.cluster import LocalCluster
-from phalanx.local.executor import Event, LocalExecutor
+from phalanx.local.executor import LocalExecutor
 from phalanx.local.faults import FaultPlan
 from phalanx.local.launch import Workdir, memory_root, sweep_memory_roots
-from phalanx.local.summary import InjectedFault, RunEvent, RunSummary
+from phalanx.local.summary import InjectedFault, RunSummary
 from phalanx.models import env
+from phalanx.models.conditions import ConditionType
+from phalanx.models.events import EventReason, JobEvent
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.job import TrainingJob
-from phalanx.models.status import PROGRESS_REPORTED, CheckpointRef, Progress, TrainingJobStatus
+from phalanx.models.status import ENDED, CheckpointRef, Progress, TrainingJobStatus
 from phalanx.operator.planner import PlannerConfig, plan
 from phalanx.operator.planner.progress import NOT_REPORTED
 
@@ -62,7 +64,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _condition(status: TrainingJobStatus, kind: str) -> str | None:
+def _condition(status: TrainingJobStatus, kind: ConditionType) -> str | None:
     """The message of condition `kind` if it is True."""
     return next(
         (c.message or c.reason for c in status.conditions if c.type == kind and c.status == "True"),
@@ -72,7 +74,9 @@ def _condition(status: TrainingJobStatus, kind: str) -> str | None:
 
 def _unreported(status: TrainingJobStatus) -> bool:
     """The program is known to report no steps (its ProgressReported condition is False)."""
-    return any(c.type == PROGRESS_REPORTED and c.status == "False" for c in status.conditions)
+    return any(
+        c.type == ConditionType.PROGRESS_REPORTED and c.status == "False" for c in status.conditions
+    )
 
 
 class LocalRun:
@@ -82,7 +86,7 @@ class LocalRun:
         self,
         job: TrainingJob,
         options: RunOptions,
-        on_event: Callable[[Event], None] = lambda _: None,
+        on_event: Callable[[JobEvent], None] = lambda _: None,
     ) -> None:
         self.options = options
         self.workdir = Workdir(options.workdir)
@@ -165,8 +169,9 @@ class LocalRun:
         for change in schedule.due_capacity(elapsed, step):
             lost = self.cluster.set_capacity(change.nodes)
             note = f"; lost {', '.join(lost)}" if lost else ""
+            message = f"local cluster now holds {change.nodes} nodes{note}"
             self.executor.record(
-                Event(_now(), "Capacity", f"local cluster now holds {change.nodes} nodes{note}")
+                JobEvent(reason=EventReason.CAPACITY, message=message, time=_now())
             )
         for fault in schedule.due_faults(elapsed, step, self._checkpointed()):
             if fault.phase is not None:  # struck by the worker that enters the phase
@@ -196,7 +201,9 @@ class LocalRun:
             f"{', '.join(waiting)} waits for a step, but {NOT_REPORTED}: "
             "use a time (20s) or `checkpoint` instead"
         )
-        self.executor.record(Event(_now(), "NoSteps", message, "Warning"))
+        self.executor.record(
+            JobEvent(reason=EventReason.NO_STEPS, message=message, type="Warning", time=_now())
+        )
 
     def _checkpointed(self) -> bool:
         """A checkpoint is committed: the program reported one (phalanx.progress), or one lies
@@ -208,7 +215,10 @@ class LocalRun:
 
     def _struck(self, record: InjectedFault) -> None:
         self.faults.append(record)
-        event = Event(record.time, "FaultInjected", inject.describe(record), "Warning")
+        event = JobEvent(
+            reason=EventReason.FAULT_INJECTED, message=inject.describe(record), type="Warning",
+            time=record.time,
+        )  # fmt: skip
         self.executor.record(event)
 
     def _heartbeat(self) -> Heartbeat | None:
@@ -222,13 +232,11 @@ class LocalRun:
         status, live = self.status, self.cluster.live_pods()
         if self.stop_requests >= 2:
             return True
-        if status.phase in ("Succeeded", "Failed") or (
-            status.phase == "Suspended" and self.stop_requests
-        ):
+        if status.phase in ENDED or (status.phase == "Suspended" and self.stop_requests):
             return not live
-        stuck = _condition(status, "ConfigurationError")
+        stuck = _condition(status, ConditionType.CONFIGURATION_ERROR)
         if stuck is None and not self.options.faults.capacity:
-            stuck = _condition(status, "Unschedulable")
+            stuck = _condition(status, ConditionType.UNSCHEDULABLE)
         if stuck is not None:
             self.message = stuck  # nothing will change on its own: end the run (it cleans up)
             return True
@@ -259,31 +267,17 @@ class LocalRun:
         if message and phase not in ("Succeeded", "Suspended"):
             phase = "Failed"  # stuck for good (see `_finished`)
         if phase == "Failed" and message is None:
-            message = _condition(status, "Failed")
-        unreported = _unreported(status)
+            message = _condition(status, ConditionType.FAILED)
+        lost = None if _unreported(status) else round(status.lost_seconds, 3)
         return RunSummary(
+            **(dict(status) | {"phase": phase, "lost_seconds": lost}),
             job=self.job.metadata.name or "",
-            phase=phase,
             message=message,
-            epoch=status.epoch,
-            nodes=status.nodes,
-            world_size=status.world_size,
-            spares=status.spares,
-            restarts=status.restarts,
-            progress=status.progress,
-            last_checkpoint=status.last_checkpoint,
-            failures=status.failures,
-            conditions=status.conditions,
-            goodput=status.goodput,
-            lost_seconds=None if unreported else round(status.lost_seconds, 3),
             recoveries=self.executor.recoveries,
             recovery_parts=self.executor.recovery_parts,
             resumes=self.executor.resumes,
             duration_seconds=round(self.elapsed, 3),
             faults=self.faults,
-            events=[
-                RunEvent(time=e.time, reason=e.reason, message=e.message, type=e.type)
-                for e in self.executor.events
-            ],
+            events=self.executor.events,
             workdir=str(self.workdir.root),
         )

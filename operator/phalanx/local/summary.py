@@ -1,26 +1,22 @@
-"""What a local run reports when it ends: the job's status fields plus the run's own record.
+"""What a local run reports when it ends: the job's status plus the run's own record.
 
-Why status names: `phalanx run --output json` is read by scripts that also read a TrainingJob's
-status on a cluster, so the same facts carry the same names (`phase`, `restarts`, `worldSize`,
-`lastCheckpoint`...). `recoveries`, `faults` and `events` are what only the run itself saw.
+Why the status model: `phalanx run --output json` is read by scripts that also read a
+TrainingJob's status on a cluster, so the same facts are the same fields, defined once (`phase`,
+`restarts`, `worldSize`, `lastCheckpoint`...). `recoveries`, `faults` and `events` are what only
+the run itself saw.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Final
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from phalanx.models.base import KubeModel
+from phalanx.models.events import JobEvent
 from phalanx.models.heartbeat import Resume, ResumeSource
-from phalanx.models.status import (
-    CheckpointRef,
-    Condition,
-    Failure,
-    Phase,
-    Progress,
-    Restarts,
-)
+from phalanx.models.status import TrainingJobStatus
 from phalanx.operator.planner import timeline
 from phalanx.operator.planner.decision import RecoveredUntil
 from phalanx.operator.planner.progress import NOT_REPORTED
@@ -86,68 +82,42 @@ class Recovery(KubeModel):
         return timeline.describe_resume(resumed, self.steps_redone)
 
 
-class RunEvent(KubeModel):
-    """A decision of the planner, or a fault or capacity change, as it happened."""
+REPORTED: Final = frozenset(
+    {
+        "phase", "conditions", "epoch", "nodes", "world_size", "spares", "restarts", "progress",
+        "last_checkpoint", "failures", "lost_seconds", "goodput",
+    }
+)  # fmt: skip
+"""The status fields a run reports. The others are the planner's bookkeeping between reconciles
+(`current`, `selector`, `recoveringSince`...): the summary carries them but leaves them out of
+its JSON, as it always did."""
 
-    time: datetime
-    """When."""
-
-    reason: str
-    """One CamelCase word: Started, Restart, Shrink, Grow, Hang, Succeeded, Capacity..."""
-
-    message: str
-    """What happened."""
-
-    type: str = "Normal"
-    """Normal or Warning."""
+_BOOKKEEPING: Final = frozenset(
+    key
+    for name, info in TrainingJobStatus.model_fields.items()
+    if name not in REPORTED
+    for key in (name, info.alias or name)
+)
+"""Their names, and their wire names."""
 
 
-class RunSummary(KubeModel):
-    """The end of a local run."""
+class RunSummary(TrainingJobStatus):
+    """The end of a local run: the job's status, and what the run saw.
+
+    `phase` is Succeeded, Failed, or Suspended after Ctrl-C (resumable); `conditions` are the
+    job's at the end. Only `lostSeconds` differs from the status: it is None, not 0, when the
+    program reports no steps (its lost work is not known; on a cluster the ProgressReported
+    condition says so)."""
+
+    lost_seconds: float | None = 0.0  # type: ignore[assignment]  # None: not measured (above)
+    """Wall time lost to failures: recovery plus work since the last checkpoint; None when the
+    program reports no steps (its lost work is not known)."""
 
     job: str
     """The TrainingJob's name."""
 
-    phase: Phase | None
-    """Succeeded, Failed, or Suspended after Ctrl-C (resumable)."""
-
     message: str | None = None
     """Why the run ended, when it did not succeed."""
-
-    epoch: int
-    """The last epoch."""
-
-    nodes: int
-    """Node count of the last epoch."""
-
-    world_size: int
-    """Worker processes of the last epoch."""
-
-    spares: int = 0
-    """Hot spares standing by at the end."""
-
-    restarts: Restarts
-    """Restarts by failure class."""
-
-    progress: Progress | None = None
-    """The last step reached, its loss and throughput."""
-
-    last_checkpoint: CheckpointRef | None = None
-    """The newest committed checkpoint, from which a new run resumes."""
-
-    failures: list[Failure] = Field(default_factory=list)
-    """The failures acted on (the last ten)."""
-
-    conditions: list[Condition] = Field(default_factory=list)
-    """The job's conditions at the end."""
-
-    goodput: float | None = None
-    """Share of wall time spent on training that was kept; None when the program reports no
-    steps (not measured)."""
-
-    lost_seconds: float | None = 0.0
-    """Wall time lost to failures: recovery plus work since the last checkpoint; None when the
-    program reports no steps (its lost work is not known)."""
 
     recoveries: list[float] = Field(default_factory=list)
     """Seconds from each failure (an agent's report of it, else the restart decision) to the
@@ -167,8 +137,14 @@ class RunSummary(KubeModel):
     faults: list[InjectedFault] = Field(default_factory=list)
     """Injected failures, when they struck."""
 
-    events: list[RunEvent] = Field(default_factory=list)
-    """Every decision, in order."""
+    events: list[JobEvent] = Field(default_factory=list)
+    """Every decision, in order, each with its time."""
 
     workdir: str
     """Checkpoints, logs and the heartbeat of the run."""
+
+    @model_serializer(mode="wrap")
+    def _without_bookkeeping(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The summary as dumped: the reported status fields and the run's own."""
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key not in _BOOKKEEPING}

@@ -19,17 +19,18 @@ import logging
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, cast
+from datetime import datetime
+from typing import Any, assert_never, cast
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
+from phalanx.models.events import JobEvent
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.models.names import assignment_lease_name, lease_name
-from phalanx.operator import builder
+from phalanx.models.names import assignment_lease_name, event_name_prefix, lease_name
+from phalanx.operator import builder, planner
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
@@ -93,7 +94,8 @@ def api_message(error: ApiException) -> str:
 
 
 class Executor:
-    """Carries out plans with a `kubernetes` client. Used from worker threads."""
+    """Carries out plans with a `kubernetes` client, for every job: `for_job` binds it to one.
+    Used from worker threads."""
 
     def __init__(
         self, api: k8s.ApiClient, build: builder.BuildSettings, metrics: OperatorMetrics
@@ -112,8 +114,12 @@ class Executor:
         """A job is gone (or its loop stopped): drop what was remembered of it."""
         self._published.pop(key, None)
 
-    def apply(self, raw: Mapping[str, Any], job: TrainingJob, plan: Plan) -> Applied:
-        """Carry out `plan` for the job read as `raw`."""
+    def for_job(self, raw: Mapping[str, Any], job: TrainingJob) -> JobExecutor:
+        """The executor of the job read as `raw` (and parsed as `job`)."""
+        return JobExecutor(self, raw, job)
+
+    def apply(self, raw: Mapping[str, Any], job: TrainingJob, plan: Plan, now: datetime) -> Applied:
+        """Carry out `plan` for the job read as `raw`; its events happened `now`."""
         written = None
         for write in plan.of_type(PatchStatus):
             written = self._write_status(raw, job, write)
@@ -129,8 +135,8 @@ class Executor:
                 log.warning(
                     "job %s/%s: the API server refused %s", _ns(job), job.metadata.name, error
                 )
-        for event in plan.of_type(EmitEvent):
-            self._emit(job, raw, event)
+        for event in plan.events:
+            self._emit(job, raw, event, now)
         return Applied(written, refused)
 
     def _act(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> None:
@@ -147,22 +153,25 @@ class Executor:
                 pod = builder.node_pod(
                     job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master
                 )
-                self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
+                self._create_pod(job, pod)
             case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid, warm=warm):
                 pod = builder.standby_pod(job, epoch, index, self.build, avoid, warm)
-                self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), pod)
+                self._create_pod(job, pod)
             case ObserveRecovery(
-                seconds=seconds, failure_class=failure_class, parts=parts, until="first-step"
-            ):  # a recovery measured only to the pods running is in its event, not here
-                self.metrics.recovery.labels(failure_class).observe(seconds)
-                for part, part_seconds in parts:
-                    self.metrics.recovery_part.labels(part).observe(part_seconds)
+                seconds=seconds, failure_class=failure_class, parts=parts, until=until
+            ):
+                if until == "first-step":  # one measured to the pods running is in its event
+                    self.metrics.recovery.labels(failure_class).observe(seconds)
+                    for part, part_seconds in parts:
+                        self.metrics.recovery_part.labels(part).observe(part_seconds)
             case DeleteJob():
                 self._delete_job(job)
             case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
                 self._assign(job, epoch, nodes, ranks)
-            case _:  # status and events are written around the other actions
-                pass
+            case PatchStatus() | EmitEvent():
+                pass  # written around the other actions (see `apply`)
+            case _:
+                assert_never(action)
 
     def _write_status(self, raw: Mapping[str, Any], job: TrainingJob, write: PatchStatus) -> str:
         body = {**raw, "status": write.status.to_wire()}
@@ -193,6 +202,9 @@ class Executor:
                 )
                 raise ChildRefusedError(refusal) from error
             _tolerate(error, 409)
+
+    def _create_pod(self, job: TrainingJob, manifest: Manifest) -> None:
+        self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), manifest)
 
     def _create_custom(self, job: TrainingJob, manifest: Manifest) -> None:
         self._create(
@@ -287,11 +299,15 @@ class Executor:
         except ApiException as error:
             _tolerate(error, 404)
 
-    def _emit(self, job: TrainingJob, raw: Mapping[str, Any], event: EmitEvent) -> None:
-        now = datetime.now(UTC)
+    def _emit(
+        self, job: TrainingJob, raw: Mapping[str, Any], event: JobEvent, now: datetime
+    ) -> None:
         meta = raw.get("metadata", {})
         body = {
-            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": _ns(job)},
+            "metadata": {
+                "generateName": event_name_prefix(job.metadata.name or ""),
+                "namespace": _ns(job),
+            },
             "involvedObject": {
                 "apiVersion": raw.get("apiVersion"),
                 "kind": raw.get("kind"),
@@ -315,6 +331,18 @@ class Executor:
             log.warning(
                 "could not emit event %s for %s: %s", event.reason, meta.get("name"), error.reason
             )
+
+
+@dataclass(frozen=True)
+class JobExecutor(planner.Executor):
+    """The cluster executor bound to one job as read: the planner's `Executor` for that job."""
+
+    cluster: Executor
+    raw: Mapping[str, Any]
+    job: TrainingJob
+
+    def apply(self, plan: Plan, now: datetime) -> Applied:
+        return self.cluster.apply(self.raw, self.job, plan, now)
 
 
 def _ns(job: TrainingJob) -> str:

@@ -105,10 +105,12 @@ class Reconciler:
             refused=refused,
         )
         started = time.perf_counter()
-        decided = plan(job, observed, datetime.now(UTC), self.config)
+        now = datetime.now(UTC)
+        decided = plan(job, observed, now, self.config)
         try:
             loop = asyncio.get_running_loop()
-            applied = await loop.run_in_executor(self._pool, self.executor.apply, raw, job, decided)
+            executor = self.executor.for_job(raw, job)
+            applied = await loop.run_in_executor(self._pool, executor.apply, decided, now)
         except StatusConflictError:
             return CONFLICT_RETRY_SECONDS
         finally:

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from phalanx.models.status import PROGRESS_REPORTED, TrainingJobStatus
+from phalanx.models.conditions import ConditionType
+from phalanx.models.status import TrainingJobStatus
 
 PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
 
@@ -117,7 +118,9 @@ class OperatorMetrics:
         else:  # not measured (a program that reports no steps): no series, not a stale one
             with contextlib.suppress(KeyError):
                 self.goodput.remove(namespace, job)
-        reported = next((c for c in new.conditions if c.type == PROGRESS_REPORTED), None)
+        reported = next(
+            (c for c in new.conditions if c.type == ConditionType.PROGRESS_REPORTED), None
+        )
         if reported is not None:
             self.progress_reported.labels(namespace, job).set(int(reported.status == "True"))
         self._jobs.set((namespace, job), new.phase)

@@ -15,7 +15,6 @@ from phalanx.operator.planner import (
     CreateNodePod,
     CreateStandbyPod,
     DeletePods,
-    EmitEvent,
     NodeView,
     Observed,
     ObserveRecovery,
@@ -95,7 +94,7 @@ def test_a_killed_worker_restarts_every_pod_in_place() -> None:
     assert not plan.of_type(DeletePods)
     assert not plan.of_type(CreateNodePod)
     assert assigned(plan) == {f"j-1-{r}": r for r in range(4)}
-    [restart] = [e.message for e in plan.of_type(EmitEvent) if e.reason == "Restart"]
+    [restart] = [e.message for e in plan.events if e.reason == "Restart"]
     assert "Killed of j-1-1" in restart, "the root cause, not a peer's collective error"
     assert j.status.restarts.infrastructure == 1
 
@@ -134,7 +133,7 @@ def test_a_lost_node_without_a_spare_is_one_restart_at_the_size_that_runs_now() 
     assert j.status is not None
     assert j.status.phase == "Running"
     j, plan = step(j, Observed(pods=tuple(agents(1, 3, 2)), nodes=nodes), at(400))
-    assert [e.reason for e in plan.of_type(EmitEvent)] == [], "no second restart, no shrink"
+    assert [e.reason for e in plan.events] == [], "no second restart, no shrink"
     assert plan.of_type(CreateStandbyPod), "a standby waits for capacity to grow back"
 
 
@@ -222,7 +221,7 @@ def test_a_recovery_says_where_its_seconds_went_and_conditions_follow_it() -> No
         "detect": 0.5, "assign": 0.3, "start": 0.05, "rendezvous": 0.45, "build": 0.1,
         "load": 0.5, "first step": 0.1, "report": 0.5,
     }  # fmt: skip
-    [message] = [e.message for e in plan.of_type(EmitEvent) if e.reason == "Recovered"]
+    [message] = [e.message for e in plan.events if e.reason == "Recovered"]
     assert message.startswith("epoch 2 trains again 2.50 s after the failure (detect 0.50 s, ")
     assert j.status is not None
     assert {c.type: c.status for c in j.status.conditions}["Restarting"] == "False"

@@ -14,7 +14,6 @@ from phalanx.operator.planner import (
     CreateStandbyPod,
     DeleteJob,
     DeletePods,
-    EmitEvent,
     EnsureChildren,
     NodeView,
     Observed,
@@ -38,7 +37,7 @@ def launched(j=None, n: int = 4):  # type: ignore[no-untyped-def]
 
 
 def events(plan) -> list[str]:  # type: ignore[no-untyped-def]
-    return [e.reason for e in plan.of_type(EmitEvent)]
+    return [e.reason for e in plan.events]
 
 
 def test_new_job_gets_epoch_1_at_desired_size_with_status_written_first() -> None:
@@ -289,7 +288,7 @@ def test_an_epoch_without_a_step_yet_is_starting_not_hung() -> None:
 
 def hang_message(plan: Plan) -> str:
     """The Hang event's message."""
-    return next(e.message for e in plan.of_type(EmitEvent) if e.reason == "Hang")
+    return next(e.message for e in plan.events if e.reason == "Hang")
 
 
 def test_default_hang_timeout_is_the_floor_until_a_step_time_is_known() -> None:
@@ -395,7 +394,7 @@ def test_epoch_never_passes_the_limit_the_job_fails_instead() -> None:
         "<name>-<epoch>-<rank> can hold; create it again to go on from its last checkpoint",
     )
     assert plan.of_type(CreateNodePod) == []
-    assert [e.reason for e in plan.of_type(EmitEvent)] == ["Failed"]
+    assert [e.reason for e in plan.events] == ["Failed"]
 
 
 def test_pods_ahead_of_status_are_adopted_not_duplicated() -> None:

@@ -16,7 +16,6 @@ from phalanx.operator.planner import (
     ChildRefusal,
     CreateNodePod,
     CreateStandbyPod,
-    EmitEvent,
     EnsureChildren,
     Observed,
     PatchStatus,
@@ -40,7 +39,7 @@ def creations(plan: Plan) -> list[object]:
 
 
 def warnings(plan: Plan) -> list[tuple[str, str]]:
-    return [(e.reason, e.message) for e in plan.of_type(EmitEvent) if e.type == "Warning"]
+    return [(e.reason, e.message) for e in plan.events if e.type == "Warning"]
 
 
 def condition(j: TrainingJob, kind: str = "ConfigurationError") -> tuple[str, str, str] | None:

@@ -14,7 +14,7 @@ from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Resume
 from phalanx.models.job import TrainingJob
 from phalanx.models.status import TrainingJobStatus
-from phalanx.operator.planner import DeletePods, EmitEvent, Observed, ObserveRecovery, PodView
+from phalanx.operator.planner import DeletePods, Observed, ObserveRecovery, PodView
 from phalanx.operator.planner.startup import silence_timeout, startup_timeout
 from tests.unit.planner.builders import T0, at, beat, job, pods, step
 
@@ -67,7 +67,7 @@ def test_an_agent_silent_in_any_phase_is_a_frozen_pod_restarted_without_it(phase
     assert st(j).nodes == 3, "the frozen machine is presumed lost (min 2, no spare)"
     assert "j-1-3" not in st(j).current.ranks, "a frozen pod is never carried over"
     assert DeletePods(("j-1-3",), force=True) in plan.actions
-    assert any(e.reason == "Hang" for e in plan.of_type(EmitEvent))
+    assert any(e.reason == "Hang" for e in plan.events)
 
 
 def test_agents_that_train_or_do_not_renew_are_never_judged_by_silence() -> None:
@@ -146,7 +146,7 @@ def test_a_recovery_says_what_it_resumed_from_and_the_steps_redone() -> None:
     j, plan = step(j, Observed(pods=tuple(epoch2), heartbeat=resumed), at(25))
     [recovery] = plan.of_type(ObserveRecovery)
     assert (recovery.resumed and recovery.resumed.step, recovery.redone_steps) == (40, 7)
-    [event] = [e for e in plan.of_type(EmitEvent) if e.reason == "Recovered"]
+    [event] = [e for e in plan.events if e.reason == "Recovered"]
     assert "resumed from step 40 (memory), at least 7 steps redone" in event.message
 
 

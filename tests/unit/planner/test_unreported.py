@@ -14,7 +14,7 @@ from phalanx.models.assignment import AgentReport
 from phalanx.models.job import TrainingJob
 from phalanx.models.status import Condition, TrainingJobStatus
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import EmitEvent, NodeView, Observed, ObserveRecovery, PodView
+from phalanx.operator.planner import NodeView, Observed, ObserveRecovery, PodView
 from phalanx.operator.planner.config import PlannerConfig
 from tests.unit.planner.builders import T0, at, beat, job, pods, step
 
@@ -64,7 +64,7 @@ def test_without_agents_the_recovery_ends_when_the_new_pods_ran_and_says_so() ->
     [recovery] = plan.of_type(ObserveRecovery)
     assert (recovery.seconds, recovery.until, recovery.parts) == (2, "pods-running", ())
     assert recovery.resumed is None
-    [message] = [e.message for e in plan.of_type(EmitEvent) if e.reason == "Recovered"]
+    [message] = [e.message for e in plan.events if e.reason == "Recovered"]
     assert "its pods ran 2.00 s after the failure" in message
     assert "reports no steps" in message
     condition = reported(j)

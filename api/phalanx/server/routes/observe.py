@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from phalanx.control import ENDED, views
+from phalanx.control import views
 from phalanx.models.responses import (
     Checkpoints,
     EventList,
@@ -18,6 +18,7 @@ from phalanx.models.responses import (
     JobHistory,
     JobSummary,
 )
+from phalanx.models.status import ENDED
 from phalanx.server.cache import JobCache
 from phalanx.server.deps import CacheDep, CallerDep, ControlDep
 from phalanx.server.routes.jobs import ONE_JOB

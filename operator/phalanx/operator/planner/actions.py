@@ -1,14 +1,16 @@
-"""What the planner can ask for. The executor applies each one idempotently.
+"""What the planner can ask for, and what an executor owes it: applying each, idempotently.
 
 Why data, not calls: the planner stays pure, tests assert on the list, and the operator and the
-local backend each execute the same decisions their own way.
+local backend each execute the same decisions their own way (see `Executor`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from datetime import datetime
+from typing import Literal, Protocol, TypeVar
 
+from phalanx.models.events import JobEvent
 from phalanx.models.heartbeat import Resume
 from phalanx.models.status import TrainingJobStatus
 
@@ -81,11 +83,10 @@ class PatchStatus:
 
 @dataclass(frozen=True)
 class EmitEvent:
-    """A Kubernetes Event on the job, emitted after the status write."""
+    """Tell the job's user of `event` (a Kubernetes Event on a cluster), after the status write.
+    The event has no time yet: it happens when the executor applies the plan."""
 
-    reason: str
-    message: str
-    type: Literal["Normal", "Warning"] = "Normal"
+    event: JobEvent
 
 
 @dataclass(frozen=True)
@@ -139,3 +140,25 @@ class Plan:
     def of_type(self, kind: type[T]) -> list[T]:
         """The actions of one kind, in order."""
         return [a for a in self.actions if isinstance(a, kind)]
+
+    @property
+    def events(self) -> list[JobEvent]:
+        """The events to emit, in order."""
+        return [a.event for a in self.of_type(EmitEvent)]
+
+
+class Executor(Protocol):
+    """Carries out the plans of one job. Two do: the operator's on a cluster
+    (`phalanx.operator.execute`, API calls) and the local backend's on this machine
+    (`phalanx.local.executor`, processes).
+
+    The contract, beyond the signature: every `Action` is either carried out, idempotently, or,
+    where it has no meaning (a PodGroup on one machine), named as having none; the status write
+    comes before the events. Each executor dispatches with a `match` over `Action` that ends in
+    `typing.assert_never`, so that a new kind of action that one of them does not handle is a
+    type error, not a decision silently dropped.
+    """
+
+    def apply(self, plan: Plan, now: datetime) -> object:
+        """Carry out `plan`, decided at `now`; what it returns is for the caller (the cluster
+        executor's `Applied`: the write's resourceVersion, a refused child)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from phalanx.models import exits
+from phalanx.models.conditions import ConditionType, FailureReason
 from phalanx.models.status import FailureClass
 from phalanx.operator.planner.observed import NodeView, PodView
 
@@ -55,12 +56,12 @@ Rule = tuple[str, Callable[[PodView, Facts], bool], FailureClass, Callable[[PodV
 def _exit_reason(pod: PodView) -> str:
     code = pod.exit_code
     if code == exits.COMMUNICATION:
-        return "CollectiveFailure"
+        return FailureReason.COLLECTIVE_FAILURE
     if code == exits.PREFLIGHT:
-        return "PreflightFailed"
+        return FailureReason.PREFLIGHT_FAILED
     if code is not None and exits.killed_by_signal(code):
-        return "Killed"
-    return "RetryableExitCode"
+        return FailureReason.KILLED
+    return FailureReason.RETRYABLE_EXIT_CODE
 
 
 def _node_not_ready(pod: PodView, facts: Facts) -> bool:
@@ -86,18 +87,20 @@ RULES: tuple[Rule, ...] = (
         "image or container config",
         lambda p, _: p.waiting_reason in CONFIGURATION_WAITING_REASONS,
         "configuration",
-        lambda p: p.waiting_reason or "ConfigurationError",
+        lambda p: p.waiting_reason or ConditionType.CONFIGURATION_ERROR,
     ),
     ("disruption", lambda p, _: p.disruption_reason is not None, "infrastructure",
      lambda p: p.disruption_reason or "DisruptionTarget"),
     ("evicted", lambda p, _: p.pod_reason == "Evicted", "infrastructure", lambda _: "Evicted"),
     ("oom", lambda p, _: p.terminated_reason == "OOMKilled", "infrastructure",
      lambda _: "OOMKilled"),
-    ("deleted", lambda p, _: p.deleting, "infrastructure", lambda _: "PodDeleted"),
-    ("node not ready", _node_not_ready, "infrastructure", lambda _: "NodeNotReady"),
-    ("node lost", lambda p, _: p.phase == "Unknown", "infrastructure", lambda _: "NodeLost"),
+    ("deleted", lambda p, _: p.deleting, "infrastructure", lambda _: FailureReason.POD_DELETED),
+    ("node not ready", _node_not_ready, "infrastructure",
+     lambda _: FailureReason.NODE_NOT_READY),
+    ("node lost", lambda p, _: p.phase == "Unknown", "infrastructure",
+     lambda _: FailureReason.NODE_LOST),
     ("platform exit", _infra_exit, "infrastructure", _exit_reason),
-    ("user code", lambda p, _: p.failed, "application", lambda _: "Error"),
+    ("user code", lambda p, _: p.failed, "application", lambda _: FailureReason.ERROR),
 )  # fmt: skip
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, assert_never
 
 from phalanx.models import labels
+from phalanx.models.conditions import ConditionReason, ConditionType, EpochReason
+from phalanx.models.events import EventReason, EventType, JobEvent
 from phalanx.models.job import TrainingJob
 from phalanx.models.spec import TrainingJobSpec
 from phalanx.models.status import (
-    PROGRESS_REPORTED,
     Condition,
     EpochState,
     Failure,
@@ -49,7 +50,7 @@ class Decision:
     now: datetime
     status: TrainingJobStatus
     actions: list[Action] = field(default_factory=list)
-    events: list[EmitEvent] = field(default_factory=list)
+    events: list[JobEvent] = field(default_factory=list)
     requeue_after: float | None = None
     creation_refused: bool = False
     """The API server refused one of the job's objects for this spec: create nothing more."""
@@ -72,20 +73,22 @@ class Decision:
             seconds if self.requeue_after is None else min(self.requeue_after, seconds)
         )
 
-    def event(
-        self, reason: str, message: str, kind: Literal["Normal", "Warning"] = "Normal"
-    ) -> None:
-        self.events.append(EmitEvent(reason=reason, message=message, type=kind))
+    def event(self, reason: EventReason, message: str, kind: EventType = "Normal") -> None:
+        self.events.append(JobEvent(reason=reason, message=message, type=kind))
 
     def set_phase(self, phase: Phase) -> None:
         self.status.phase = phase
 
-    def condition(self, kind: str) -> Condition | None:
+    def condition(self, kind: ConditionType) -> Condition | None:
         """The status's condition of type `kind`, if any."""
         return next((c for c in self.status.conditions if c.type == kind), None)
 
-    def set_condition(self, kind: str, value: bool, reason: str, message: str = "") -> None:
-        """Set a condition; its transition time changes only when its status does."""
+    def set_condition(
+        self, kind: ConditionType, value: bool, reason: ConditionReason | str, message: str = ""
+    ) -> None:
+        """Set a condition; its transition time changes only when its status does. `reason` is
+        the planner's own, or passed through: a failure's (Kubernetes' words among them), or
+        the epoch's for Resizing (`EpochReason`)."""
         state: Literal["True", "False"] = "True" if value else "False"
         previous = next((c for c in self.status.conditions if c.type == kind), None)
         changed = previous is None or previous.status != state
@@ -102,7 +105,7 @@ class Decision:
         others = [c for c in self.status.conditions if c.type != kind]
         self.status.conditions = [*others, condition]
 
-    def clear_condition(self, kind: str, reason: str) -> None:
+    def clear_condition(self, kind: ConditionType, reason: ConditionReason) -> None:
         """Set a condition False if it is present and True."""
         if any(c.type == kind and c.status == "True" for c in self.status.conditions):
             self.set_condition(kind, False, reason)
@@ -111,7 +114,7 @@ class Decision:
         if names:
             self.actions.append(DeletePods(tuple(sorted(names)), force))
 
-    def start_epoch(self, nodes: int, reason: str) -> None:
+    def start_epoch(self, nodes: int, reason: EpochReason) -> None:
         """Move to a new epoch of `nodes` node pods. Pods whose agent answers carry over (in-place
         restart; see `inplace`); the others are retired before the epoch launches."""
         ranks, spares = inplace.carried_over(
@@ -126,12 +129,18 @@ class Decision:
             ranks=ranks,
             standbys={name: index for index, name in enumerate(spares)},
         )
-        self.set_phase("Pending" if reason in ("Created", "Resumed") else "Restarting")
         what = f"epoch {self.status.epoch} with {nodes} nodes"
-        if reason == "Restart":
-            self.set_condition("Restarting", True, reason, what)
-        elif reason in ("Shrink", "Grow", "Scale"):
-            self.set_condition("Resizing", True, reason, what)
+        match reason:
+            case EpochReason.CREATED | EpochReason.RESUMED:
+                self.set_phase("Pending")
+            case EpochReason.RESTART:
+                self.set_phase("Restarting")
+                self.set_condition(ConditionType.RESTARTING, True, reason, what)
+            case EpochReason.SHRINK | EpochReason.GROW | EpochReason.SCALE:
+                self.set_phase("Restarting")
+                self.set_condition(ConditionType.RESIZING, True, reason, what)
+            case _:
+                assert_never(reason)
         keep = {*ranks, *spares}
         self.delete_pods(
             [p.name for p in self.observed.pods if not p.deleting and p.name not in keep]
@@ -164,7 +173,7 @@ class Decision:
     @property
     def progress_unreported(self) -> bool:
         """The program is known to report no steps (the ProgressReported condition is False)."""
-        condition = self.condition(PROGRESS_REPORTED)
+        condition = self.condition(ConditionType.PROGRESS_REPORTED)
         return condition is not None and condition.status == "False"
 
     def lose_work_since_checkpoint(self) -> None:
@@ -178,6 +187,11 @@ class Decision:
         since = max(running, saved) if saved else running
         self.status.lost_seconds += max((self.now - since).total_seconds(), 0.0)
 
+    def clear_recovery_conditions(self) -> None:
+        """End the Restarting and Resizing conditions: the new epoch runs."""
+        self.clear_condition(ConditionType.RESTARTING, ConditionReason.RECOVERED)
+        self.clear_condition(ConditionType.RESIZING, ConditionReason.RESIZED)
+
     def finish_recovery(
         self, step_before: int | None = None, until: RecoveredUntil = "first-step"
     ) -> None:
@@ -186,8 +200,7 @@ class Decision:
         `step_before`: the last step seen before the recovery (for the steps redone).
         `until="pods-running"`: the program reports no steps, so the recovery is measured to
         the moment the new epoch's pods all ran, and said to be."""
-        self.clear_condition("Restarting", "Recovered")
-        self.clear_condition("Resizing", "Resized")
+        self.clear_recovery_conditions()
         since = self.status.recovering_since
         if since is None:
             return
@@ -220,7 +233,7 @@ class Decision:
                 f"epoch {self.status.epoch} trains again {timeline.describe(seconds, parts)}"
                 + (f"; {timeline.describe_resume(resumed, redone)}" if resumed is not None else "")
             )
-        self.event("Recovered", message)
+        self.event(EventReason.RECOVERED, message)
         self.status.lost_seconds += seconds
         self.status.recovering_since = None
         self.status.failed_at = None
@@ -248,5 +261,6 @@ class Decision:
             self.update_goodput()
             writes.append(PatchStatus(self.status))
         return Plan(
-            actions=[*writes, *self.actions, *self.events], requeue_after=self.requeue_after
+            actions=[*writes, *self.actions, *map(EmitEvent, self.events)],
+            requeue_after=self.requeue_after,
         )

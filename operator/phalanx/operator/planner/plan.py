@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from phalanx.models.conditions import ConditionReason, ConditionType, EpochReason
+from phalanx.models.events import EventReason
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import MAX_EPOCH, node_pod_name
-from phalanx.models.status import TrainingJobStatus
+from phalanx.models.status import ENDED, TrainingJobStatus
 from phalanx.operator.planner import elastic, inplace, lifecycle, memory, startup
 from phalanx.operator.planner.actions import (
     AssignEpoch,
@@ -63,7 +65,7 @@ def publish_assignment(d: Decision) -> None:
     """Until the epoch launched (and after its backoff), publish who runs it: carried-over pods
     start it at once, even while replaced pods still terminate or new ones schedule."""
     current = d.status.current
-    if d.status.phase in FINAL or d.spec.suspend or d.status.epoch == 0 or current.launched:
+    if d.status.phase in ENDED or d.spec.suspend or d.status.epoch == 0 or current.launched:
         return
     if current.restart_after and d.now < current.restart_after:
         return
@@ -87,18 +89,15 @@ def epoch_limit_reached(d: Decision) -> None:
     """Instead of an epoch past MAX_EPOCH, whose pod hostnames might not fit, the job fails."""
     fail(
         d,
-        "EpochLimitReached",
+        ConditionReason.EPOCH_LIMIT_REACHED,
         f"the job reached epoch {MAX_EPOCH}, the last one its pod hostnames "
         "<name>-<epoch>-<rank> can hold; create it again to go on from its last checkpoint",
     )
 
 
-FINAL = ("Succeeded", "Failed")
-
-
 def finished(d: Decision, _: PlannerConfig) -> bool:
     """A Succeeded or Failed job only stops leftover pods and waits for its TTL."""
-    if d.status.phase not in ("Succeeded", "Failed"):
+    if d.status.phase not in ENDED:
         return False
     d.delete_pods(
         [p.name for p in d.observed.pods if p.phase in ("Pending", "Running") and not p.deleting]
@@ -117,17 +116,21 @@ def suspended(d: Decision, _: PlannerConfig) -> bool:
     if d.spec.suspend:
         d.delete_pods([p.name for p in d.observed.pods if not p.deleting])
         if d.status.phase != "Suspended":
-            d.event("Suspended", "job suspended: all pods deleted")
+            d.event(EventReason.SUSPENDED, "job suspended: all pods deleted")
         d.set_phase("Suspended")
         d.status.nodes = 0
         d.status.world_size = 0
-        d.set_condition("Suspended", True, "Suspended", "spec.suspend is true")
-        d.set_condition("Running", False, "Suspended")
+        d.set_condition(
+            ConditionType.SUSPENDED, True, ConditionReason.SUSPENDED, "spec.suspend is true"
+        )
+        d.set_condition(ConditionType.RUNNING, False, ConditionReason.SUSPENDED)
         return True
     if d.status.phase == "Suspended":
-        d.set_condition("Suspended", False, "Resumed")
-        d.start_epoch(elastic.target_size(d.spec), reason="Resumed")
-        d.event("Resumed", f"job resumed: epoch {d.status.epoch} with {d.status.nodes} nodes")
+        d.set_condition(ConditionType.SUSPENDED, False, ConditionReason.RESUMED)
+        d.start_epoch(elastic.target_size(d.spec), reason=EpochReason.RESUMED)
+        d.event(
+            EventReason.RESUMED, f"job resumed: epoch {d.status.epoch} with {d.status.nodes} nodes"
+        )
     return False
 
 
@@ -139,7 +142,11 @@ def deadline_exceeded(d: Decision, _: PlannerConfig) -> bool:
     if d.now < due:
         d.requeue_at(due)
         return False
-    fail(d, "DeadlineExceeded", f"job was active longer than {d.spec.active_deadline_seconds} s")
+    fail(
+        d,
+        ConditionReason.DEADLINE_EXCEEDED,
+        f"job was active longer than {d.spec.active_deadline_seconds} s",
+    )
     return True
 
 
@@ -147,7 +154,7 @@ def does_not_fit(d: Decision, _: PlannerConfig) -> bool:
     """A job that fits in GPU memory at no size in min..max fails at once, not in an OOM loop."""
     if memory.floor(d.spec) is not None:
         return False
-    fail(d, "DoesNotFitInMemory", memory.why_not(d.spec))
+    fail(d, ConditionReason.DOES_NOT_FIT_IN_MEMORY, memory.why_not(d.spec))
     return True
 
 
@@ -162,10 +169,11 @@ def first_epoch(d: Decision, _: PlannerConfig) -> bool:
             d.status.world_size = sizes[0] * d.spec.nproc_per_node
     if d.status.epoch == 0:
         d.status.start_time = d.status.start_time or d.now
-        d.start_epoch(elastic.target_size(d.spec), reason="Created")
-        d.set_condition("Running", False, "Starting")
+        d.start_epoch(elastic.target_size(d.spec), reason=EpochReason.CREATED)
+        d.set_condition(ConditionType.RUNNING, False, ConditionReason.STARTING)
         d.event(
-            "Started", f"epoch 1 with {d.status.nodes} nodes (world size {d.status.world_size})"
+            EventReason.STARTED,
+            f"epoch 1 with {d.status.nodes} nodes (world size {d.status.world_size})",
         )
     return False
 
@@ -208,7 +216,7 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
         d.actions.append(EnsurePodGroup(epoch=d.status.epoch, min_member=d.status.nodes))
     elif d.spec.gang and not pods:  # once per epoch: its first pods are created now
         d.event(
-            "GangSchedulingUnavailable",
+            EventReason.GANG_SCHEDULING_UNAVAILABLE,
             "spec.gang is set but this cluster serves no PodGroup (scheduling.x-k8s.io): "
             "the epoch's pods are scheduled one by one",
             "Warning",
@@ -234,11 +242,14 @@ def success(d: Decision, _: PlannerConfig) -> bool:
         d.finish_recovery(progress.step)
     d.status.completion_time = d.now
     d.set_condition(
-        "Succeeded", True, "AllRanksSucceeded", f"all {d.status.nodes} node pods exited 0"
-    )
-    d.set_condition("Running", False, "Succeeded")
+        ConditionType.SUCCEEDED, True, ConditionReason.ALL_RANKS_SUCCEEDED,
+        f"all {d.status.nodes} node pods exited 0",
+    )  # fmt: skip
+    d.set_condition(ConditionType.RUNNING, False, ConditionReason.SUCCEEDED)
     d.delete_pods([p.name for p in d.observed.pods if p.role == "standby"])
-    d.event("Succeeded", f"all {d.status.nodes} node pods exited 0 in epoch {d.status.epoch}")
+    d.event(
+        EventReason.SUCCEEDED, f"all {d.status.nodes} node pods exited 0 in epoch {d.status.epoch}"
+    )
     if (expiry := lifecycle.ttl_expiry(d.spec, d.status)) is not None:
         d.requeue_at(expiry)
     return True

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from phalanx.models.status import PROGRESS_REPORTED, Progress
+from phalanx.models.conditions import ConditionReason, ConditionType
+from phalanx.models.status import Progress
 from phalanx.operator.planner import heartbeat
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
@@ -32,8 +33,9 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
     if d.status.current.running_time is None:
         d.status.current.running_time = d.now
         d.set_condition(
-            "Running", True, "AllRanksRunning", f"epoch {d.status.epoch}: {d.status.nodes} nodes"
-        )
+            ConditionType.RUNNING, True, ConditionReason.ALL_RANKS_RUNNING,
+            f"epoch {d.status.epoch}: {d.status.nodes} nodes",
+        )  # fmt: skip
     beat = d.observed.heartbeat
     if beat is not None and heartbeat.advanced(d.status, beat):
         previous = d.status.progress
@@ -55,7 +57,10 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
             updated_at=d.now,
         )
         d.status.consecutive_failures = 0
-        d.set_condition(PROGRESS_REPORTED, True, "StepsReported", f"step {beat.step}")
+        d.set_condition(
+            ConditionType.PROGRESS_REPORTED, True, ConditionReason.STEPS_REPORTED,
+            f"step {beat.step}",
+        )  # fmt: skip
         # training resumed: start-up and checkpoint load were part of the recovery
         d.finish_recovery(previous.step if previous is not None else None)
     elif d.status.progress is None:
@@ -70,10 +75,18 @@ def unreported(d: Decision, config: PlannerConfig) -> None:
     none, say so, and end a recovery at the moment the pods ran (all that can be measured)."""
     if not reports_no_steps(d, config.step_wait_seconds):
         return
-    if not d.progress_unreported:
-        d.set_condition(PROGRESS_REPORTED, False, "NoStepsReported", NOT_REPORTED)
+    say_unreported(d)
     if d.status.recovering_since is not None:
         d.finish_recovery(until="pods-running")
+
+
+def say_unreported(d: Decision) -> None:
+    """The ProgressReported condition is False: the program reports no steps."""
+    if not d.progress_unreported:
+        d.set_condition(
+            ConditionType.PROGRESS_REPORTED, False, ConditionReason.NO_STEPS_REPORTED,
+            NOT_REPORTED,
+        )  # fmt: skip
 
 
 def reports_no_steps(d: Decision, wait_seconds: float) -> bool:
@@ -106,12 +119,10 @@ def ended_unreported(d: Decision) -> None:
     """The job succeeded without a step ever reported: its program reports none, for certain.
     A recovery still open ends at the moment the last epoch's pods ran, or, when they were never
     all seen running, is not measured at all."""
-    if not d.progress_unreported:
-        d.set_condition(PROGRESS_REPORTED, False, "NoStepsReported", NOT_REPORTED)
+    say_unreported(d)
     if d.status.current.running_time is not None:
         d.finish_recovery(until="pods-running")
         return
-    d.clear_condition("Restarting", "Recovered")
-    d.clear_condition("Resizing", "Resized")
+    d.clear_recovery_conditions()
     d.status.recovering_since = None
     d.status.failed_at = None

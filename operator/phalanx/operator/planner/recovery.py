@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from phalanx.models.conditions import ConditionReason, ConditionType, EpochReason, FailureReason
+from phalanx.models.events import EventReason
 from phalanx.operator.planner import backoff, elastic, heartbeat, inplace
 from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_class
 from phalanx.operator.planner.config import PlannerConfig, seconds
 from phalanx.operator.planner.decision import Decision
 
-CONSEQUENCES = frozenset({"CollectiveFailure", "PreflightFailed"})
+CONSEQUENCES = frozenset({FailureReason.COLLECTIVE_FAILURE, FailureReason.PREFLIGHT_FAILED})
 """Reasons that are usually a peer's failure seen from the other ranks: not named as the cause
 while another failure of the same class is at hand."""
 
@@ -32,7 +34,7 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     started = d.status.current.start_time
     verdicts += [
         Verdict(
-            "infrastructure", "AgentUnresponsive", pod=p.name, node=p.node_name,
+            "infrastructure", FailureReason.AGENT_UNRESPONSIVE, pod=p.name, node=p.node_name,
             message=f"its agent had not started epoch {d.status.epoch} "
             f"{(d.now - started).total_seconds() if started else 0:.1f} s after it began",
         )
@@ -40,7 +42,7 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     ]  # fmt: skip
     if d.status.current.launched:
         verdicts += [
-            Verdict("infrastructure", "PodDeleted", pod=f"node rank {rank}")
+            Verdict("infrastructure", FailureReason.POD_DELETED, pod=f"node rank {rank}")
             for rank in range(d.status.nodes)
             if rank not in pods
         ]
@@ -54,15 +56,14 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
         message = f"pod {first.pod}: {first.reason}" + (
             f": {first.message}" if first.message else ""
         )
-        if not any(
-            c.type == "ConfigurationError" and c.status == "True" for c in d.status.conditions
-        ):
+        current = d.condition(ConditionType.CONFIGURATION_ERROR)
+        if current is None or current.status != "True":
             d.record_failure(first)
-            d.event("ConfigurationError", message, "Warning")
-        d.set_condition("ConfigurationError", True, first.reason, message)
+            d.event(EventReason.CONFIGURATION_ERROR, message, "Warning")
+        d.set_condition(ConditionType.CONFIGURATION_ERROR, True, first.reason, message)
         return True
     if not d.creation_refused:  # that one lasts until the spec changes (see `refusal`)
-        d.clear_condition("ConfigurationError", "Resolved")
+        d.clear_condition(ConditionType.CONFIGURATION_ERROR, ConditionReason.RESOLVED)
     return False
 
 
@@ -82,11 +83,15 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
         )
         fail(
             d,
-            "RestartBudgetExhausted",
+            ConditionReason.RESTART_BUDGET_EXHAUSTED,
             f"{backoff.budget_name(failure_class)} ({limit}) exhausted; last failure: "
             f"{cause.reason} of {cause.pod} ({failure_class})",
         )
-        d.event("BudgetExhausted", f"{backoff.budget_name(failure_class)} exhausted", "Warning")
+        d.event(
+            EventReason.BUDGET_EXHAUSTED,
+            f"{backoff.budget_name(failure_class)} exhausted",
+            "Warning",
+        )
         return
     d.lose_work_since_checkpoint()
     d.count_restart(failure_class)
@@ -94,17 +99,19 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
     d.status.recovering_since = d.status.recovering_since or d.now
     d.status.failed_at = d.status.failed_at or first_sign(d, verdicts)
     nodes = size or restart_size(d)
-    d.start_epoch(nodes, reason="Restart")
+    d.start_epoch(nodes, reason=EpochReason.RESTART)
     delay = backoff.restart_delay(failure_class, d.status.consecutive_failures, policy)
     if delay:
         d.status.current.restart_after = d.now + seconds(delay)
-    d.set_condition("Running", False, "Restarting", f"{cause.reason} of {cause.pod}")
     d.set_condition(
-        "Restarting", True, cause.reason,
+        ConditionType.RUNNING, False, ConditionReason.RESTARTING, f"{cause.reason} of {cause.pod}"
+    )
+    d.set_condition(
+        ConditionType.RESTARTING, True, cause.reason,
         f"{cause.reason} of {cause.pod}: epoch {d.status.epoch} with {nodes} nodes",
     )  # fmt: skip
     d.event(
-        "Restart",
+        EventReason.RESTART,
         f"{failure_class} failure ({cause.reason} of {cause.pod}): epoch {d.status.epoch} "
         f"with {nodes} nodes" + (f" in {delay:.0f} s" if delay else ""),
         "Warning",
@@ -135,14 +142,14 @@ def restart_size(d: Decision, unresponsive: frozenset[str] = frozenset()) -> int
     )
 
 
-def fail(d: Decision, reason: str, message: str) -> None:
+def fail(d: Decision, reason: ConditionReason, message: str) -> None:
     """The job ends Failed: its pods are stopped."""
     d.set_phase("Failed")
     d.status.completion_time = d.now
-    d.set_condition("Failed", True, reason, message)
-    d.set_condition("Running", False, reason)
+    d.set_condition(ConditionType.FAILED, True, reason, message)
+    d.set_condition(ConditionType.RUNNING, False, reason)
     d.delete_pods([p.name for p in d.observed.pods if p.phase in ("Pending", "Running")])
-    d.event("Failed", message, "Warning")
+    d.event(EventReason.FAILED, message, "Warning")
 
 
 def hang(d: Decision, _: PlannerConfig) -> bool:
@@ -162,8 +169,9 @@ def hang(d: Decision, _: PlannerConfig) -> bool:
         return False
     stalled = timeout.seconds + (d.now - due).total_seconds()
     message = f"no progress for {stalled:.0f} s at step {progress.step} (timeout {timeout.why})"
-    d.event("Hang", message, "Warning")
-    restart(d, [Verdict("infrastructure", "Hang", pod=f"epoch {d.status.epoch}", message=message)])
+    d.event(EventReason.HANG, message, "Warning")
+    epoch = f"epoch {d.status.epoch}"
+    restart(d, [Verdict("infrastructure", FailureReason.HANG, pod=epoch, message=message)])
     return True
 
 
@@ -185,6 +193,7 @@ def stragglers(d: Decision, config: PlannerConfig) -> bool:
     if not nodes:
         return False
     d.status.avoid_nodes = sorted({*d.status.avoid_nodes, *nodes})[-32:]
-    d.event("Straggler", f"ranks {ranks} are slow; avoiding nodes {nodes}", "Warning")
-    restart(d, [Verdict("infrastructure", "Straggler", pod=p.name, node=p.node_name) for p in slow])
+    d.event(EventReason.STRAGGLER, f"ranks {ranks} are slow; avoiding nodes {nodes}", "Warning")
+    straggler = FailureReason.STRAGGLER
+    restart(d, [Verdict("infrastructure", straggler, pod=p.name, node=p.node_name) for p in slow])
     return True

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from phalanx.models.conditions import ConditionReason, ConditionType
+from phalanx.models.events import EventReason
 from phalanx.operator.planner.classify import Verdict
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
 
-CONDITION: Final = "ConfigurationError"
-REASON: Final = "RefusedByAPIServer"
+CONDITION: Final = ConditionType.CONFIGURATION_ERROR
+REASON: Final = ConditionReason.REFUSED_BY_API_SERVER
 MAX_MESSAGE: Final = 4096
 
 
@@ -33,12 +35,12 @@ def refused(d: Decision, _: PlannerConfig) -> bool:
         if current is None or current.status != "True" or current.message != message:
             pod = report.name if report.kind == "Pod" else None
             d.record_failure(Verdict("configuration", REASON, pod=pod, message=message))
-            d.event(CONDITION, message, "Warning")
+            d.event(EventReason.CONFIGURATION_ERROR, message, "Warning")
         d.set_condition(CONDITION, True, REASON, message)
     elif not _in_effect(d):
         current = d.condition(CONDITION)
         if current is not None and current.reason == REASON:
-            d.clear_condition(CONDITION, "SpecChanged")
+            d.clear_condition(CONDITION, ConditionReason.SPEC_CHANGED)
         return False
     d.creation_refused = True
     # An epoch whose pods are not all created cannot start: stop here. A launched one (a standby

@@ -3,6 +3,8 @@ back (rate-limited) when standby pods show that capacity returned."""
 
 from __future__ import annotations
 
+from phalanx.models.conditions import ConditionReason, ConditionType, EpochReason
+from phalanx.models.events import EventReason
 from phalanx.operator.planner import elastic
 from phalanx.operator.planner.actions import CreateStandbyPod
 from phalanx.operator.planner.config import PlannerConfig, seconds
@@ -29,13 +31,15 @@ def shrink(d: Decision, _: PlannerConfig) -> bool:
             f"only {scheduled} of {d.status.nodes} node pods could be scheduled; "
             f"{elastic.floor_reason(d.spec)}"
         )
-        d.set_condition("Unschedulable", True, "InsufficientCapacity", message)
+        d.set_condition(
+            ConditionType.UNSCHEDULABLE, True, ConditionReason.INSUFFICIENT_CAPACITY, message
+        )
         return True
     d.status.recovering_since = d.status.recovering_since or started
-    d.start_epoch(nodes, reason="Shrink")
+    d.start_epoch(nodes, reason=EpochReason.SHRINK)
     timeout = d.spec.failure_policy.schedule_timeout_seconds
     d.event(
-        "Shrink",
+        EventReason.SHRINK,
         f"{len(pending)} pods unschedulable for {timeout} s: "
         f"epoch {d.status.epoch} with {nodes} nodes",
         "Warning",
@@ -53,13 +57,13 @@ def runs_agents(d: Decision) -> bool:
 def resize(d: Decision, config: PlannerConfig) -> bool:
     """Follow the desired size: shrink at once when scaled down; keep a standby pod per node
     the job lacks and per hot spare (spec.spares); grow when standbys schedule."""
-    d.clear_condition("Unschedulable", "Scheduled")
+    d.clear_condition(ConditionType.UNSCHEDULABLE, ConditionReason.SCHEDULED)
     target = elastic.target_size(d.spec)
     current = d.status.nodes
     standbys = d.observed.standby_pods(d.status.epoch)
     if target < current:
-        d.start_epoch(target, reason="Scale")
-        d.event("Shrink", f"scaled to {target} nodes: epoch {d.status.epoch}")
+        d.start_epoch(target, reason=EpochReason.SCALE)
+        d.event(EventReason.SHRINK, f"scaled to {target} nodes: epoch {d.status.epoch}")
         return True
     running = d.status.phase == "Running" and not d.creation_refused
     wanted = (target - current if running else 0) + (0 if d.creation_refused else d.spec.spares)
@@ -82,6 +86,6 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
     if d.now < cooldown_end:
         d.requeue_at(cooldown_end)
         return False
-    d.start_epoch(grown, reason="Grow")
-    d.event("Grow", f"capacity returned: epoch {d.status.epoch} with {grown} nodes")
+    d.start_epoch(grown, reason=EpochReason.GROW)
+    d.event(EventReason.GROW, f"capacity returned: epoch {d.status.epoch} with {grown} nodes")
     return True

@@ -19,6 +19,8 @@ import dataclasses
 from datetime import datetime, timedelta
 
 from phalanx.models.assignment import PHASES
+from phalanx.models.conditions import FailureReason
+from phalanx.models.events import EventReason
 from phalanx.operator.planner.classify import Verdict
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
@@ -118,10 +120,13 @@ def frozen_agents(d: Decision, _: PlannerConfig) -> bool:
             f"its agent was silent for {quiet:.0f} s in phase {report.phase or 'starting'} "
             f"of epoch {d.status.epoch} (timeout {timeout.why})"
         )
-        d.event("Hang", f"pod {pod.name}: {message}", "Warning")
+        d.event(EventReason.HANG, f"pod {pod.name}: {message}", "Warning")
         verdicts.append(
-            Verdict("infrastructure", "Hang", pod=pod.name, node=pod.node_name, message=message)
-        )
+            Verdict(
+                "infrastructure", FailureReason.HANG, pod=pod.name, node=pod.node_name,
+                message=message,
+            )
+        )  # fmt: skip
     names = frozenset(p.name for p in frozen)
     size = restart_size(d, names)
     d.observed = as_lost(d.observed, names)  # never carried into the new epoch
@@ -166,9 +171,9 @@ def stuck_startup(d: Decision, _: PlannerConfig) -> bool:
         f"{(d.now - current.running_time).total_seconds():.0f} s after its pods ran "
         f"(phases: {', '.join(phases) or 'unknown'}; timeout {timeout.why})"
     )
-    d.event("StartupTimeout", message, "Warning")
+    d.event(EventReason.STARTUP_TIMEOUT, message, "Warning")
+    epoch = f"epoch {status.epoch}"
     restart(
-        d,
-        [Verdict("infrastructure", "StartupTimeout", pod=f"epoch {status.epoch}", message=message)],
+        d, [Verdict("infrastructure", FailureReason.STARTUP_TIMEOUT, pod=epoch, message=message)]
     )
     return True

@@ -1,0 +1,108 @@
+"""The words of a job's status: its condition types, and the reasons the planner gives.
+
+Why enumerations: the planner sets, clears and branches on these words, and scripts, `kubectl
+wait --for=condition=...` and the API's readers match them; a typo in one place would be a
+condition nobody ever sees. They are `StrEnum`s, so each member *is* its wire string: the models
+keep `str` fields (a Kubernetes condition or reason may be any CamelCase word), the CRD does not
+change, and a member compares equal to the string read back from the API server.
+
+Reasons that come from Kubernetes (a pod's Evicted, OOMKilled, ImagePullBackOff...) are data the
+planner passes through, not words it chooses; they stay strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ConditionType(StrEnum):
+    """The conditions a TrainingJob's status carries (`status.conditions[].type`)."""
+
+    RUNNING = "Running"
+    """True while every node pod of the current epoch runs."""
+
+    RESTARTING = "Restarting"
+    """True from a failure until the new epoch trains."""
+
+    RESIZING = "Resizing"
+    """True from a shrink, a grow or a scale until the new epoch trains."""
+
+    SUSPENDED = "Suspended"
+    """spec.suspend is true: every pod is deleted."""
+
+    SUCCEEDED = "Succeeded"
+    """Every node rank exited 0."""
+
+    FAILED = "Failed"
+    """The job ended without succeeding."""
+
+    CONFIGURATION_ERROR = "ConfigurationError"
+    """A pod cannot start as specified, or the API server refused one of the job's objects."""
+
+    UNSCHEDULABLE = "Unschedulable"
+    """Too few node pods schedule for the job's smallest valid size."""
+
+    PROGRESS_REPORTED = "ProgressReported"
+    """True once the job's program reported a step (phalanx.progress), False while it is known
+    to report none; then `progress` and `goodput` are absent, not 0."""
+
+
+class ConditionReason(StrEnum):
+    """The reasons the planner itself gives a condition (`status.conditions[].reason`)."""
+
+    STARTING = "Starting"
+    ALL_RANKS_RUNNING = "AllRanksRunning"
+    RESTARTING = "Restarting"
+    RECOVERED = "Recovered"
+    RESIZED = "Resized"
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    SUCCEEDED = "Succeeded"
+    ALL_RANKS_SUCCEEDED = "AllRanksSucceeded"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    SCHEDULED = "Scheduled"
+    STEPS_REPORTED = "StepsReported"
+    NO_STEPS_REPORTED = "NoStepsReported"
+    REFUSED_BY_API_SERVER = "RefusedByAPIServer"
+    """ConfigurationError: the API server refused one of the job's objects as Invalid."""
+    SPEC_CHANGED = "SpecChanged"
+    RESOLVED = "Resolved"
+    # Why a job Failed:
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    DOES_NOT_FIT_IN_MEMORY = "DoesNotFitInMemory"
+    EPOCH_LIMIT_REACHED = "EpochLimitReached"
+    RESTART_BUDGET_EXHAUSTED = "RestartBudgetExhausted"
+
+
+class EpochReason(StrEnum):
+    """Why an epoch started (`status.current.reason`); a resize's is also its Resizing reason."""
+
+    CREATED = "Created"
+    RESUMED = "Resumed"
+    RESTART = "Restart"
+    SHRINK = "Shrink"
+    """Pods did not schedule: the gang shrinks to those that did."""
+    GROW = "Grow"
+    """Capacity returned."""
+    SCALE = "Scale"
+    """The desired size went down (`kubectl scale`)."""
+
+
+class FailureReason(StrEnum):
+    """The failures the planner names itself (`status.failures[].reason`, and a Restarting
+    condition's reason); the others are Kubernetes' own words, passed through."""
+
+    ERROR = "Error"
+    """User code exited non-zero."""
+    COLLECTIVE_FAILURE = "CollectiveFailure"
+    PREFLIGHT_FAILED = "PreflightFailed"
+    KILLED = "Killed"
+    """Killed by a signal."""
+    RETRYABLE_EXIT_CODE = "RetryableExitCode"
+    POD_DELETED = "PodDeleted"
+    NODE_NOT_READY = "NodeNotReady"
+    NODE_LOST = "NodeLost"
+    AGENT_UNRESPONSIVE = "AgentUnresponsive"
+    HANG = "Hang"
+    STRAGGLER = "Straggler"
+    STARTUP_TIMEOUT = "StartupTimeout"
