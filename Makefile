@@ -137,7 +137,12 @@ kind-down: ## Delete the kind cluster
 ##@ Bench
 
 .PHONY: bench
-bench: bench-controlplane bench-checkpoint bench-recovery bench-api ## Run every benchmark (results in bench/results/)
+bench: $(SETUP) binaries ## Every benchmark, full mode (hours): bench/results/suite/*.json and docs/benchmarks.md with plots
+	$(PYTHON) -m bench --full
+
+.PHONY: bench-quick
+bench-quick: $(SETUP) binaries ## Every benchmark in a few minutes (quick mode): the same outputs, smaller figures
+	$(PYTHON) -m bench --quick
 
 .PHONY: bench-controlplane
 bench-controlplane: $(SETUP) binaries ## Operator at scale: 200 jobs x 8 pods on the real API server

@@ -7,12 +7,14 @@ next forward and backward passes; the next optimizer step waits for it (`wait_st
 whole copy is counted: the most it can block. The async saves are committed
 (waited for) between measurements, outside the blocked time.
 
-Usage: python -m bench.checkpoint [--repeats 3] [--out bench/results/checkpoint.md]
+Usage: python -m bench.checkpoint [--repeats 3] [--sizes small,large] [--out bench/results/checkpoint.md]
+                                  [--json figures.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import socket
@@ -51,11 +53,17 @@ def blocked_seconds(manager: CheckpointManager, state: AppState, step: int, *, s
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", default="small,large", help="small and/or large")
     parser.add_argument("--out", type=Path, default=Path("bench/results/checkpoint.md"))
+    parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
+    chosen = args.sizes.split(",")
+    figures = []
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())  # type: ignore[attr-defined]
     rows = []
     for name, config in SIZES.items():
+        if name.split()[0] not in chosen:
+            continue
         torch.manual_seed(0)
         model = TinyLM(config)
         optimizer = torch.optim.AdamW(model.parameters())
@@ -72,6 +80,8 @@ def main() -> int:
             ]
             size_mib = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file()) / 2**20
         s, a = statistics.median(sync), statistics.median(asynchronous)
+        figures.append({"model": name, "parameters": params, "size_mib": size_mib,
+                        "sync_blocked": s, "async_blocked": a})  # fmt: skip
         rows.append(
             f"| {name} | {params / 1e6:.1f} M | {size_mib:.0f} MiB | {s * 1000:.0f} ms | {a * 1000:.0f} ms | {s / a:.1f}x |"
         )
@@ -86,6 +96,8 @@ def main() -> int:
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"repeats": args.repeats, "models": figures}, indent=1))
     return 0
 
 

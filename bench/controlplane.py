@@ -7,6 +7,10 @@ p50/p99 (from the operator's histogram, interpolated as Prometheus' histogram_qu
 the operator's peak RSS.
 
 Usage: python -m bench.controlplane [--jobs 200] [--nodes 8] [--out bench/results/controlplane.md]
+                                    [--json figures.json]
+
+`--jobs` may list several counts (`50,100,200`): each is measured on a fresh API server, and the
+JSON holds one entry per count (latency against the number of jobs).
 """
 
 from __future__ import annotations
@@ -63,12 +67,8 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--nodes", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
-    args = parser.parse_args()
+def measure(jobs: int, nodes: int) -> dict[str, float]:
+    """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures."""
     namespace = "bench"
     with tempfile.TemporaryDirectory() as tmp, running_control_plane(Path(tmp)) as plane:
         api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
@@ -76,7 +76,7 @@ def main() -> int:
             k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace))
         )
         kubelet = FakeKubelet(api, namespace)
-        kubelet.add_nodes(*(f"node-{i}" for i in range(args.nodes)))
+        kubelet.add_nodes(*(f"node-{i}" for i in range(nodes)))
         port = free_port()
         env = {**os.environ, "PHALANX_OPERATOR_NAMESPACES": json.dumps([namespace]),
                "PHALANX_OPERATOR_KUBECONFIG": str(plane.kubeconfig), "PHALANX_OPERATOR_METRICS_PORT": str(port),
@@ -86,14 +86,14 @@ def main() -> int:
         try:
             wait_until(lambda: _up(port), 60, "the operator's metrics endpoint")
             custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
-            spec = {"replicas": {"min": args.nodes, "max": args.nodes}, "nprocPerNode": 1}
+            spec = {"replicas": {"min": nodes, "max": nodes}, "nprocPerNode": 1}
             started = time.monotonic()
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: custom.create_namespaced_custom_object(
                     "phalanx.dev", "v1alpha1", namespace, "trainingjobs", training_job(f"job-{i:04d}", **spec)),
-                    range(args.jobs)))  # fmt: skip
+                    range(jobs)))  # fmt: skip
             applied = time.monotonic() - started
-            expected = args.jobs * args.nodes
+            expected = jobs * nodes
 
             def pods() -> list[k8s.V1Pod]:
                 return core.list_namespaced_pod(
@@ -113,12 +113,12 @@ def main() -> int:
                 list(pool.map(start, pods()))
 
             def running() -> int:
-                jobs = custom.list_namespaced_custom_object(
+                listed = custom.list_namespaced_custom_object(
                     "phalanx.dev", "v1alpha1", namespace, "trainingjobs"
                 )["items"]
-                return sum(1 for j in jobs if (j.get("status") or {}).get("phase") == "Running")
+                return sum(1 for j in listed if (j.get("status") or {}).get("phase") == "Running")
 
-            wait_until(lambda: running() == args.jobs, 600, "all jobs Running", interval=0.5)
+            wait_until(lambda: running() == jobs, 600, "all jobs Running", interval=0.5)
             all_running = time.monotonic() - started
             buckets = scrape_reconcile_buckets(port)
             rss = peak_rss_mib(operator.pid)
@@ -126,18 +126,35 @@ def main() -> int:
             operator.kill()
             operator.wait()
             kubelet.close()
-    reconciles = buckets[-1][1] if buckets else 0
+    return {
+        "jobs": jobs, "nodes": nodes, "pods": expected, "apply": applied,
+        "all_created": all_created, "all_running": all_running,
+        "reconciles": buckets[-1][1] if buckets else 0,
+        "reconcile_p50": histogram_quantile(0.5, buckets),
+        "reconcile_p99": histogram_quantile(0.99, buckets), "peak_rss_mib": rss,
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", default="200", help="job count, or several: 50,100,200")
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
+    parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
+    args = parser.parse_args()
+    series = [measure(int(n), args.nodes) for n in args.jobs.split(",")]
+    f = series[-1]
     rows = [
-        ("jobs x node pods", f"{args.jobs} x {args.nodes} = {expected} pods"),
-        ("apply all jobs (8 client threads)", f"{applied:.1f} s"),
-        ("apply -> all pods created", f"{all_created:.1f} s"),
-        ("apply -> all jobs Running (test as fast kubelet)", f"{all_running:.1f} s"),
-        ("reconciles", f"{reconciles:.0f}"),
+        ("jobs x node pods", f"{f['jobs']} x {f['nodes']} = {f['pods']} pods"),
+        ("apply all jobs (8 client threads)", f"{f['apply']:.1f} s"),
+        ("apply -> all pods created", f"{f['all_created']:.1f} s"),
+        ("apply -> all jobs Running (test as fast kubelet)", f"{f['all_running']:.1f} s"),
+        ("reconciles", f"{f['reconciles']:.0f}"),
         (
             "reconcile p50 / p99",
-            f"{histogram_quantile(0.5, buckets) * 1000:.0f} ms / {histogram_quantile(0.99, buckets) * 1000:.0f} ms",
+            f"{f['reconcile_p50'] * 1000:.0f} ms / {f['reconcile_p99'] * 1000:.0f} ms",
         ),
-        ("operator peak RSS", f"{rss:.0f} MiB"),
+        ("operator peak RSS", f"{f['peak_rss_mib']:.0f} MiB"),
     ]
     machine = f"{socket.gethostname()}: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
     table = "| measure | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
@@ -145,6 +162,8 @@ def main() -> int:
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"series": series}, indent=1))
     return 0
 
 

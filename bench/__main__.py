@@ -1,0 +1,111 @@
+"""`python -m bench [--quick | --full]`: every benchmark, one after another, each in its own
+process with a time limit, their figures in one JSON, and the report (`docs/benchmarks.md`).
+
+Why one process per benchmark: each starts what it measures (an API server, torch process
+groups, trainers) and must leave nothing behind for the next; a benchmark that overruns its limit
+is stopped and named in the report rather than holding up the rest. `--quick` is for a few
+minutes, to see that everything runs; `--full` gives the published figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from bench import report
+
+ROOT = Path(__file__).resolve().parents[1]
+K8S_VERSION = os.environ.get("PHALANX_K8S_VERSION", "v1.33.13")
+"""The API server the control-plane benchmark runs (tests/tools/k8s-binaries.sh's pin)."""
+
+MODES: dict[str, dict[str, tuple[list[str], int]]] = {
+    # benchmark -> (its arguments, its time limit in seconds)
+    "quick": {
+        "intervals": (["--intervals", "10,20", "--seconds", "40", "--baseline-seconds", "30"], 900),
+        "checkpoint": (["--sizes", "small", "--repeats", "1"], 300),
+        "controlplane": (["--jobs", "10,20"], 600),
+    },
+    "full": {
+        "intervals": (
+            ["--intervals", "30,60,120,300,600", "--seconds", "600", "--baseline-seconds", "300"],
+            4 * 3600,
+        ),
+        "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1800),
+        "controlplane": (["--jobs", "50,100,200,500,1000"], 3 * 3600),
+    },
+}
+
+
+def _machine() -> str:
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    kib = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")), 0)
+    return (
+        f"{platform.node()} ({os.cpu_count()} CPUs, {kib / 2**20:.1f} GiB, "
+        f"{platform.machine()}, {platform.system()} {platform.release()}; no GPU: gloo on CPU)"
+    )
+
+
+def _commit() -> str:
+    """The commit measured; `-dirty` when the tree had changes beside it."""
+    done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    return done.stdout.strip() or "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_const", dest="mode", const="quick")
+    mode.add_argument("--full", action="store_const", dest="mode", const="full")
+    parser.add_argument("--only", help="comma-separated benchmarks (default: all of the mode)")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench/results/suite/bench.json")
+    parser.add_argument("--report", type=Path, default=ROOT / "docs/benchmarks.md")
+    args = parser.parse_args()
+    chosen = args.mode or "quick"
+    plan = MODES[chosen]
+    names = args.only.split(",") if args.only else list(plan)
+    unknown = sorted(set(names) - set(plan))
+    if unknown:
+        parser.error(f"--only: no benchmark {', '.join(unknown)} (there are: {', '.join(plan)})")
+    results: dict[str, object] = {}
+    timings: dict[str, float] = {}
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        arguments, limit = plan[name]
+        out = args.results.with_name(f"{name}.json")
+        command = [sys.executable, "-m", f"bench.{name}", *arguments, "--json", str(out)]
+        if name != "intervals":
+            command += ["--out", str(args.results.with_name(f"{name}.md"))]
+        print(f"::: {name}: {' '.join(command[1:])} (limit {limit} s)", flush=True)
+        started = time.monotonic()
+        try:
+            subprocess.run(command, cwd=ROOT, check=True, timeout=limit)
+            results[name] = json.loads(out.read_text())
+        except subprocess.TimeoutExpired:
+            print(f"::: {name} ran past its {limit} s limit and was stopped", flush=True)
+        timings[name] = round(time.monotonic() - started, 1)
+    results["about"] = {
+        "command": f"python -m bench --{chosen}" + (f" --only {args.only}" if args.only else ""),
+        "mode": chosen,
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "machine": _machine(),
+        "versions": f"Phalanx {_commit()}, Python {platform.python_version()}, "
+        f"torch {version('torch')}, kube-apiserver {K8S_VERSION}",
+        "seconds": timings,
+    }
+    args.results.write_text(json.dumps(results, indent=1))
+    report.render(results, args.report)
+    print(f"::: figures in {args.results}, report in {args.report}; seconds: {timings}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,274 @@
+"""Goodput against the failure interval: Phalanx and stock torchrun, the same script, the same
+checkpoint cadence, the same fault (one worker SIGKILLed every M seconds), back to back.
+
+Why these two: torchrun's `--max-restarts` is what a PyTorch user has without an orchestrator;
+it is given its best chance (`TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`, c10d rendezvous on one
+agent, a 0.1 s monitor interval) and the same checkpoint every `intervalSteps` steps. Phalanx runs
+the quickstart job on the local backend: the killed worker's pod survives, the gang restarts in
+place and resumes from the ranks' memory snapshots.
+
+Goodput = steps kept x the run's median uninterrupted step time / the time from the first
+training step to the end of the window: the start-up a run without failures pays too is left
+out. Beside each system's figures, the first-order bound 1 - C/tau - (R + tau/2)/M: C/tau is the
+share of step time its saves block (measured in its run without failures: time in steps slower
+than the median), tau the time between states it can resume from (Phalanx: a memory snapshot
+every `memoryIntervalSteps`; torchrun: a checkpoint every `intervalSteps`), R its median measured
+recovery (the kill to the first step after it), M the failure interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.goodput import job, log_records
+from phalanx.local import Fault, LocalRun, RunOptions, inject
+from phalanx.models import TrainingJob
+from phalanx.operator.builder.env import trainer_env
+
+STEP_DELAY = "0.1"
+"""The quickstart's emulated compute a step, as its args say."""
+RANKS = 4
+
+
+@dataclass
+class Run:
+    """One window of training under one system, with its failures."""
+
+    system: str
+    interval: float | None
+    """Seconds between failures; None: a run without failures."""
+    window: float
+    """Seconds from the first training step to the end."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """rank 0's step records: time (from the run's start), step, world size."""
+    kills: list[float] = field(default_factory=list)
+    """When each failure struck (from the run's start)."""
+
+    @property
+    def step_time(self) -> float:
+        gaps = [b["time"] - a["time"] for a, b in itertools.pairwise(self.steps)
+                if b["step"] == a["step"] + 1]  # fmt: skip
+        return statistics.median(gaps) if gaps else 0.0
+
+    @property
+    def kept(self) -> int:
+        return len({s["step"] for s in self.steps})
+
+    @property
+    def goodput(self) -> float:
+        return self.kept * self.step_time / self.window if self.window > 0 else 0.0
+
+    @property
+    def save_share(self) -> float:
+        """Share of the window that consecutive steps took beyond the median step time (saves,
+        load spikes), net of the steps faster than the median."""
+        gaps = [b["time"] - a["time"] for a, b in itertools.pairwise(self.steps)
+                if b["step"] == a["step"] + 1]  # fmt: skip
+        extra = sum(gaps) - len(gaps) * self.step_time
+        return max(0.0, extra) / self.window if self.window > 0 else 0.0
+
+    @property
+    def recoveries(self) -> list[float]:
+        """Each kill to the first step after the pause it caused."""
+        median = self.step_time
+        found = []
+        for kill in self.kills:
+            after = [(a, b) for a, b in itertools.pairwise(self.steps) if b["time"] > kill]
+            resumed = next((b for a, b in after if b["time"] - a["time"] > 3 * median), None)
+            if resumed is not None:
+                found.append(resumed["time"] - kill)
+        return found
+
+    def figures(self) -> dict[str, Any]:
+        return asdict(self) | {
+            "step_time": self.step_time, "kept": self.kept, "goodput": self.goodput,
+            "save_share": self.save_share, "recoveries": self.recoveries,
+        }  # fmt: skip
+
+
+def _relative(records: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
+    return [{"time": round(r["time"] - start, 3), "step": r["step"], "world": r.get("world")}
+            for r in records if "loss" in r]  # fmt: skip
+
+
+def _window(system: str, interval: float | None, steps: list[dict[str, Any]], end: float,
+            kills: list[float]) -> Run:  # fmt: skip
+    """The run from its first step to `end`; steps logged while it was being stopped are not
+    in it."""
+    inside = [s for s in steps if s["time"] <= end]
+    first = inside[0]["time"] if inside else end
+    return Run(system, interval, round(end - first, 3), inside, [k for k in kills if k <= end])
+
+
+def _due(first_step: float | None, now: float, interval: float | None, struck: int) -> bool:
+    """Whether failure number `struck + 1` is due: every `interval` s from the first step."""
+    return (
+        interval is not None
+        and first_step is not None
+        and (now - first_step >= interval * (struck + 1))
+    )
+
+
+def phalanx(spec: TrainingJob, seconds: float, interval: float | None, workdir: Path) -> Run:
+    """The job on the local backend for `seconds` after its first step, a worker SIGKILLed every
+    `interval` s from then."""
+    run = LocalRun(spec, RunOptions(workdir=workdir, fresh=True))
+    started = time.time()
+    first: list[float] = []
+
+    def on_tick(r: LocalRun) -> None:
+        if not first and r.status.progress is not None:
+            first.append(time.time())
+        now = time.time()
+        if first and now - first[0] >= seconds and r.stop_requests == 0:
+            r.request_stop()
+        elif _due(first[0] if first else None, now, interval, len(r.faults)):
+            fault = Fault("kill-rank", 0, rank=len(r.faults) % RANKS)
+            record = inject.strike(r.cluster, r.job, fault, datetime.now(UTC))
+            if record is not None:
+                r.faults.append(record)
+
+    run.run(on_tick)
+    steps = _relative(log_records(workdir), started)
+    kills = [round(f.time.timestamp() - started, 3) for f in run.faults]
+    end = (first[0] - started + seconds) if first else time.time() - started
+    return _window("phalanx", interval, steps, end, kills)
+
+
+def torchrun(spec: TrainingJob, seconds: float, interval: float | None, workdir: Path) -> Run:
+    """The same trainer under `torchrun --max-restarts` for `seconds` after its first step, a
+    worker SIGKILLed every `interval` s from then."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ, **trainer_env(spec),
+        "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
+        "PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": str(RANKS),
+        "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }  # fmt: skip
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--max-restarts=1000", "--monitor-interval=0.1",
+            "-m", "phalanx.trainer.train", "--step-delay-seconds", STEP_DELAY]  # fmt: skip
+    started = time.time()
+    kills: list[float] = []
+    first: float | None = None
+    with (workdir / "torchrun.log").open("wb") as out:
+        agent = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        while agent.poll() is None:
+            now = time.time()
+            if first is None:
+                trained = [r for r in log_records(workdir) if "loss" in r]
+                first = trained[0]["time"] if trained else None
+            elif now - first >= seconds:
+                break
+            worker = (
+                _worker(agent.pid, len(kills) % RANKS)
+                if _due(first, now, interval, len(kills))
+                else None
+            )
+            if worker is not None:
+                kills.append(round(time.time() - started, 3))
+                worker.kill()
+            time.sleep(0.05)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+    steps = _relative(log_records(workdir), started)
+    end = (first - started + seconds) if first is not None else time.time() - started
+    return _window("torchrun", interval, steps, end, kills)
+
+
+def _worker(agent: int, rank: int) -> psutil.Process | None:
+    try:
+        for process in psutil.Process(agent).children(recursive=True):
+            if process.environ().get("RANK") == str(rank):
+                return process
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return None
+
+
+SYSTEMS = {"phalanx": phalanx, "torchrun": torchrun}
+
+
+def resume_spacing(system: str, spec: TrainingJob, step_time: float) -> float:
+    """tau: seconds between the states a system resumes from after a worker is killed."""
+    checkpoint = spec.spec.checkpoint
+    steps = checkpoint.memory_interval_steps if system == "phalanx" else checkpoint.interval_steps
+    return (steps or checkpoint.interval_steps) * step_time
+
+
+def bound(terms: dict[str, float], run: dict[str, Any]) -> float:
+    """1 - C/tau - (R + tau/2)/M for a run: saves, then per failure its recovery and half the
+    work since the last state it can resume from. M is the run's own failure interval (its
+    window over the failures that struck): a kill waits for a worker to exist, so a system that
+    recovers slowly is struck less often than the nominal interval."""
+    if not run["kills"]:
+        return 1.0 - terms["save_share"]
+    interval = float(run["window"]) / len(run["kills"])
+    return 1.0 - terms["save_share"] - (terms["recovery"] + terms["tau"] / 2) / interval
+
+
+def measure(intervals: list[float], seconds: float, baseline_seconds: float,
+            workdir: Path) -> dict[str, Any]:  # fmt: skip
+    """Every system without failures, then at each interval; the bound from what was measured."""
+    spec = job(1_000_000)
+    runs: list[Run] = []
+    for system, run in SYSTEMS.items():
+        runs.append(run(spec, baseline_seconds, None, workdir / f"{system}-none"))
+        print(system, "no failures", f"{runs[-1].goodput:.3f}", flush=True)
+        for interval in intervals:
+            window = max(seconds, 3 * interval)  # at least two failures in the window
+            runs.append(run(spec, window, interval, workdir / f"{system}-{interval:g}"))
+            print(system, interval, f"{runs[-1].goodput:.3f}", runs[-1].recoveries, flush=True)
+    bounds = {}
+    for system in SYSTEMS:
+        mine = [r for r in runs if r.system == system]
+        calm = next(r for r in mine if r.interval is None)
+        recoveries = [s for r in mine for s in r.recoveries]
+        bounds[system] = {
+            "save_share": calm.save_share,
+            "tau": resume_spacing(system, spec, calm.step_time),
+            "recovery": statistics.median(recoveries) if recoveries else float("nan"),
+        }
+    return {"runs": [r.figures() for r in runs], "bounds": bounds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--intervals", default="30,60,120,300,600",
+                        help="seconds between failures, comma-separated")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=600,
+                        help="each run's length (at least 3 intervals)")  # fmt: skip
+    parser.add_argument("--baseline-seconds", type=float, default=300)
+    parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
+    args = parser.parse_args()
+    intervals = [float(m) for m in args.intervals.split(",")]
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        figures = measure(intervals, args.seconds, args.baseline_seconds, Path(tmp))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""`docs/benchmarks.md` and its plots, from the JSON of one `python -m bench` run.
+
+Why a separate step: the figures are measured once (minutes to hours) and the report can be
+rewritten from them at any time (`python -m bench.report bench/results/bench.json`), so a change
+of wording never tempts anyone to quote a figure from another run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+from bench.intervals import bound
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+
+Figures = dict[str, Any]
+COLOURS = {"phalanx": "tab:blue", "torchrun": "tab:orange"}
+
+
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1%}"
+
+
+def _ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}x" if theirs > 0 else "-"
+
+
+def goodput_plot(figures: Figures, path: Path) -> None:
+    """Goodput against the failure interval: each system measured, and its bound."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for system, colour in COLOURS.items():
+        runs = sorted((r for r in figures["runs"] if r["system"] == system and r["interval"]),
+                      key=lambda r: r["interval"])  # fmt: skip
+        if not runs:
+            continue
+        xs = [r["interval"] for r in runs]
+        ax.plot(xs, [r["goodput"] for r in runs], "o-", color=colour, label=f"{system}, measured")
+        terms = figures["bounds"][system]
+        ax.plot(xs, [bound(terms, r) for r in runs], "--", color=colour, label=f"{system}, bound")
+    ax.set_xscale("log")
+    intervals = sorted({r["interval"] for r in figures["runs"] if r["interval"]})
+    ax.set_xticks(intervals, [f"{m:g}" for m in intervals])
+    ax.minorticks_off()
+    ax.set_xlabel("seconds between failures (one worker SIGKILLed)")
+    ax.set_ylabel("goodput")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def timeline_plot(run: Figures, path: Path) -> None:
+    """One run: the step and the world size over time, each failure marked."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    times = [s["time"] for s in run["steps"]]
+    ax.plot(times, [s["step"] for s in run["steps"]], ".", markersize=2, color="tab:blue")
+    ax.set_xlabel("seconds since the run started")
+    ax.set_ylabel("step", color="tab:blue")
+    world = ax.twinx()
+    world.step(times, [s["world"] for s in run["steps"]], where="post", color="tab:green")
+    world.set_ylabel("world size", color="tab:green")
+    world.set_ylim(0, max((s["world"] or 0) for s in run["steps"]) + 1)
+    for index, kill in enumerate(run["kills"]):
+        ax.axvline(
+            kill, color="tab:red", alpha=0.5, label="worker SIGKILLed" if index == 0 else None
+        )
+    ax.legend(loc="upper left")
+    ax.set_title(f"{run['system']}: a worker killed every {run['interval']:g} s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def controlplane_plot(series: list[Figures], path: Path) -> None:
+    """Control-plane latency against the number of jobs."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    jobs = [s["jobs"] for s in series]
+    ax.plot(jobs, [s["all_created"] for s in series], "o-", label="apply -> all pods created")
+    ax.plot(jobs, [s["all_running"] for s in series], "o-", label="apply -> all jobs Running")
+    ax.plot(jobs, [s["reconcile_p99"] for s in series], "s--", label="reconcile p99")
+    ax.plot(jobs, [s["reconcile_p50"] for s in series], "s--", label="reconcile p50")
+    ax.set_xlabel("TrainingJobs (8 node pods each)")
+    ax.set_ylabel("seconds")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _goodput_section(figures: Figures) -> list[str]:
+    runs = figures["runs"]
+    intervals = sorted({r["interval"] for r in runs if r["interval"]})
+
+    def run(system: str, interval: float | None) -> Figures:
+        return next(r for r in runs if r["system"] == system and r["interval"] == interval)
+
+    lines = [
+        "| a worker killed every | Phalanx: failures, goodput, bound "
+        "| torchrun: failures, goodput, bound | goodput, Phalanx / torchrun |",
+        "| --- | --- | --- | --- |",
+    ]
+    terms = figures["bounds"]
+    for m in [None, *intervals]:
+        ours, theirs = run("phalanx", m), run("torchrun", m)
+        cells = [
+            f"{len(r['kills'])}, {_pct(r['goodput'])}, {_pct(bound(terms[r['system']], r))}"
+            for r in (ours, theirs)
+        ]
+        lines.append(
+            f"| {'never' if m is None else f'{m:g} s'} | {cells[0]} | {cells[1]} "
+            f"| {_ratio(ours['goodput'], theirs['goodput'])} |"
+        )
+    b = figures["bounds"]
+    lines += [
+        "",
+        "The bound's terms, measured: "
+        + "; ".join(
+            f"{s}: saves block {_pct(b[s]['save_share'])} of the time, tau {b[s]['tau']:.2f} s, "
+            f"median recovery R {b[s]['recovery']:.2f} s"
+            for s in COLOURS
+        )
+        + f". Recovery, torchrun / Phalanx: "
+        f"{_ratio(b['torchrun']['recovery'], b['phalanx']['recovery'])}. Each run's bound takes "
+        "its own failure interval (its window over the failures that struck: a kill waits for a "
+        "worker to exist). Goodput = steps kept x the run's median step time / the time from "
+        "its first step to the end; the bound counts half a resume spacing of redone work per "
+        "failure, which a resume from memory snapshots beats when the survivors' snapshot is "
+        "newer (the table's measured figure is then above its bound).",
+    ]
+    return lines
+
+
+def render(results: Figures, out: Path) -> str:
+    """The report's markdown; its plots are written beside `out` (in `img/`)."""
+    img = out.parent / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    about = results["about"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"One run of `{about['command']}` ({about['mode']} mode), {about['date']}, on "
+        f"{about['machine']}. Versions: {about['versions']}. Every figure sits beside its "
+        "baseline, measured in the same run, back to back.",
+        "",
+    ]
+    if "intervals" in results:
+        figures = results["intervals"]
+        goodput_plot(figures, img / "goodput-vs-interval.png")
+        lines += ["## Goodput against the failure interval", "", *_goodput_section(figures)]
+        lines += ["", "![goodput vs failure interval](img/goodput-vs-interval.png)", ""]
+        shortest = min((r for r in figures["runs"] if r["system"] == "phalanx" and r["interval"]),
+                       key=lambda r: r["interval"], default=None)  # fmt: skip
+        if shortest is not None:
+            timeline_plot(shortest, img / "timeline.png")
+            lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
+    if "checkpoint" in results:
+        lines += ["## Checkpoint cost: training time blocked per save", "",
+                  "| model | checkpoint | blocked, sync | blocked, async | sync / async |",
+                  "| --- | --- | --- | --- | --- |"]  # fmt: skip
+        for m in results["checkpoint"]["models"]:
+            lines.append(
+                f"| {m['model']} | {m['size_mib']:.0f} MiB | {m['sync_blocked'] * 1000:.0f} ms "
+                f"| {m['async_blocked'] * 1000:.0f} ms "
+                f"| {_ratio(m['sync_blocked'], m['async_blocked'])} |"
+            )
+        lines.append("")
+    if "controlplane" in results:
+        series = results["controlplane"]["series"]
+        controlplane_plot(series, img / "controlplane.png")
+        lines += ["## Control plane on the real API server", "",
+                  "| jobs x pods | apply -> pods created | apply -> Running | reconcile p50 / p99 "
+                  "| operator peak RSS |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += [
+            f"| {s['jobs']} x {s['nodes']} | {s['all_created']:.1f} s | {s['all_running']:.1f} s "
+            f"| {s['reconcile_p50'] * 1000:.0f} / {s['reconcile_p99'] * 1000:.0f} ms "
+            f"| {s['peak_rss_mib']:.0f} MiB |"
+            for s in series
+        ]
+        lines += ["", "![control-plane latency vs jobs](img/controlplane.png)", ""]
+    text = "\n".join(lines)
+    out.write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="the JSON `python -m bench` wrote")
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    args = parser.parse_args()
+    print(render(json.loads(args.results.read_text()), args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

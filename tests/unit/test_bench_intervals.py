@@ -1,0 +1,42 @@
+"""The goodput benchmark's arithmetic on a made-up run whose answers are known by hand.
+
+Covers: goodput = kept steps x median step / window (a redone step counts once); the save share
+is the time steps took beyond the median, net; a recovery is the kill to the first step after
+the pause; steps logged after the window are left out; the bound takes the run's own failure
+interval.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.intervals import Run, _window, bound
+
+
+def steps(*spans: tuple[float, int, int]) -> list[dict[str, float | int]]:
+    """(start time, first step, count) spans of steps 0.1 s apart."""
+    return [{"time": round(t + i * 0.1, 3), "step": s + i, "world": 4}
+            for t, s, n in spans for i in range(n)]  # fmt: skip
+
+
+def test_goodput_counts_kept_steps_at_the_median_step_time() -> None:
+    # steps 1..50 from t=0, a kill at 5.0, steps 46..95 again from 7.0 (5 redone), end at 12.0
+    run = _window("x", 10.0, steps((0.0, 1, 50), (7.0, 46, 50)), 12.0, [5.0])
+    assert run.step_time == pytest.approx(0.1)
+    assert run.kept == 95
+    assert run.window == pytest.approx(12.0)
+    assert run.goodput == pytest.approx(95 * 0.1 / 12.0)
+    assert run.recoveries == [pytest.approx(2.0)]  # 5.0 -> 7.0
+    terms = {"save_share": 0.0, "tau": 1.0, "recovery": 2.0}
+    assert bound(terms, run.figures()) == pytest.approx(1 - (2.0 + 0.5) / 12.0)
+
+
+def test_slow_steps_are_the_save_share_and_late_steps_are_left_out() -> None:
+    records = steps((0.0, 1, 10), (1.4, 11, 10))  # one step 0.5 s late (a sync save)
+    run = _window("x", None, records, 2.3, [])
+    assert run.save_share == pytest.approx(0.4 / 2.3, abs=1e-3)
+    assert _window("x", None, records, 1.0, []).kept == 10  # steps after the end: not in it
+    assert (
+        bound({"save_share": 0.1, "tau": 1.0, "recovery": 1.0}, Run("x", None, 1.0).figures())
+        == 0.9
+    )
