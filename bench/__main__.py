@@ -32,6 +32,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
         "intervals": (["--intervals", "10,20", "--seconds", "40", "--baseline-seconds", "30"], 900),
         "checkpoint": (["--sizes", "small", "--repeats", "1"], 300),
         "controlplane": (["--jobs", "10,20"], 600),
+        "api": (["--jobs", "200", "--requests", "10", "--rounds", "2", "--warmup", "5"], 600),
     },
     "full": {
         "intervals": (
@@ -40,6 +41,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
         ),
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1800),
         "controlplane": (["--jobs", "50,100,200,500,1000"], 3 * 3600),
+        "api": (["--jobs", "1000"], 3600),
     },
 }
 

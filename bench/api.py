@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import re
@@ -376,6 +377,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20, help="requests per target, discarded")
     parser.add_argument("--page", type=int, default=100, help="the list's limit")
     parser.add_argument("--out", type=Path, default=Path("bench/results/api.md"))
+    parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         plane = stack.enter_context(running_control_plane(Path(tmp) / "plane"))
@@ -436,6 +438,13 @@ def main() -> int:
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
+    if args.json is not None:
+        modes = {"sequential": sequential, "full list": full, "concurrent": concurrent}
+        args.json.write_text(json.dumps({"jobs": args.jobs, "series": [
+            {"mode": mode, "operation": t.operation, "side": t.side, "p50": s.quantile(0.5),
+             "p99": s.quantile(0.99), "rate": s.rate, "errors": s.errors}
+            for mode, measured in modes.items() for t, s in measured.items()
+        ]}, indent=1))  # fmt: skip
     failed = any(s.errors for r in (sequential, full, concurrent) for s in r.values())
     return 1 if failed else 0
 

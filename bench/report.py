@@ -141,6 +141,21 @@ def _goodput_section(figures: Figures) -> list[str]:
     return lines
 
 
+def _api_rows(series: list[Figures]) -> list[str]:
+    rows = []
+    for mode, operation in dict.fromkeys((s["mode"], s["operation"]) for s in series):
+        side = {s["side"]: s for s in series if (s["mode"], s["operation"]) == (mode, operation)}
+        api, kube = side.get("API"), side.get("kube")
+        if api is None or kube is None:
+            continue
+        rows.append(
+            f"| {operation} ({mode}) | {api['p50'] * 1000:.1f} / {api['p99'] * 1000:.1f} ms "
+            f"| {api['rate']:.0f} | {kube['p50'] * 1000:.1f} / {kube['p99'] * 1000:.1f} ms "
+            f"| {kube['rate']:.0f} | {_ratio(kube['p50'], api['p50'])} |"
+        )
+    return rows
+
+
 def render(results: Figures, out: Path) -> str:
     """The report's markdown; its plots are written beside `out` (in `img/`)."""
     img = out.parent / "img"
@@ -188,6 +203,13 @@ def render(results: Figures, out: Path) -> str:
             for s in series
         ]
         lines += ["", "![control-plane latency vs jobs](img/controlplane.png)", ""]
+    if "api" in results:
+        lines += ["## API service: reads from its watch cache beside the same reads from the kube API",
+                  "", f"{results['api']['jobs']} TrainingJobs, the same caller and token on both sides.", "",
+                  "| read | API p50 / p99 | API req/s | kube p50 / p99 | kube req/s | kube / API p50 |",
+                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += _api_rows(results["api"]["series"])
+        lines.append("")
     text = "\n".join(lines)
     out.write_text(text)
     return text
