@@ -30,6 +30,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
     "quick": {
         "intervals": (["--intervals", "10,20", "--seconds", "40", "--baseline-seconds", "30"], 900),
+        "detection": (["--faults", "2"], 600),
         "checkpoint": (["--sizes", "small", "--repeats", "1"], 300),
         "controlplane": (["--jobs", "10,20"], 600),
         "api": (["--jobs", "200", "--requests", "10", "--rounds", "2", "--warmup", "5"], 600),
@@ -39,6 +40,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
             ["--intervals", "30,60,120,300,600", "--seconds", "600", "--baseline-seconds", "300"],
             4 * 3600,
         ),
+        "detection": (["--faults", "10"], 3600),
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1800),
         "controlplane": (["--jobs", "50,100,200,500,1000"], 3 * 3600),
         "api": (["--jobs", "1000"], 3600),
@@ -84,7 +86,7 @@ def main() -> int:
         arguments, limit = plan[name]
         out = args.results.with_name(f"{name}.json")
         command = [sys.executable, "-m", f"bench.{name}", *arguments, "--json", str(out)]
-        if name != "intervals":
+        if name not in ("intervals", "detection"):
             command += ["--out", str(args.results.with_name(f"{name}.md"))]
         print(f"::: {name}: {' '.join(command[1:])} (limit {limit} s)", flush=True)
         started = time.monotonic()

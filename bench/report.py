@@ -141,6 +141,21 @@ def _goodput_section(figures: Figures) -> list[str]:
     return lines
 
 
+def _detection_rows(figures: Figures) -> list[str]:
+    rows = []
+    for name, scenario in figures["scenarios"].items():
+        seconds, median = scenario["seconds"], scenario["median"]
+        what, baseline = figures["baselines"].get(name, ("-", None))
+        rows.append(
+            f"| {scenario['what']} | {len(seconds)} "
+            f"| {'-' if median is None else f'{median:.2f} s'} "
+            f"| {f'{max(seconds):.2f} s' if seconds else '-'} "
+            f"| {what if baseline is None else f'{what}: {baseline:.0f} s'} "
+            f"| {_ratio(baseline, median) if baseline and median else '-'} |"
+        )
+    return rows
+
+
 def _api_rows(series: list[Figures]) -> list[str]:
     rows = []
     for mode, operation in dict.fromkeys((s["mode"], s["operation"]) for s in series):
@@ -179,6 +194,12 @@ def render(results: Figures, out: Path) -> str:
         if shortest is not None:
             timeline_plot(shortest, img / "timeline.png")
             lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
+    if "detection" in results:
+        lines += ["## Detection: the fault to the planner's decision", "",
+                  "| fault | decisions | median | max | without Phalanx | ratio |",
+                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += _detection_rows(results["detection"])
+        lines.append("")
     if "checkpoint" in results:
         lines += ["## Checkpoint cost: training time blocked per save", "",
                   "| model | checkpoint | blocked, sync | blocked, async | sync / async |",
