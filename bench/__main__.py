@@ -79,6 +79,7 @@ def main() -> int:
     unknown = sorted(set(names) - set(plan))
     if unknown:
         parser.error(f"--only: no benchmark {', '.join(unknown)} (there are: {', '.join(plan)})")
+    measured = _commit()  # before the run writes its own (tracked) outputs
     results: dict[str, object] = {}
     timings: dict[str, float] = {}
     args.results.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +102,7 @@ def main() -> int:
         "mode": chosen,
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "machine": _machine(),
-        "versions": f"Phalanx {_commit()}, Python {platform.python_version()}, "
+        "versions": f"Phalanx {measured}, Python {platform.python_version()}, "
         f"torch {version('torch')}, kube-apiserver {K8S_VERSION}",
         "seconds": timings,
     }

@@ -141,6 +141,18 @@ def _goodput_section(figures: Figures) -> list[str]:
     return lines
 
 
+DETECTION_NOTE = (
+    "On the local backend a lost node's processes die with it, so its pods' exits are seen at "
+    "the runner's next look (it ticks every 0.2 s: the floor of the first two rows); on a "
+    "cluster a node that vanishes without a word is found as the hung node is. A hung node is "
+    "found when the job's step stops moving for its hang timeout: the quickstart job measured "
+    "here sets `failurePolicy.hangTimeoutSeconds: 10`; unset, it adapts, max(30 s, 10 x the "
+    "step time). Without Phalanx, the healthy ranks wait in the collective for torch's default "
+    "process-group timeout. Kubernetes' figure is its configuration default, not a measurement "
+    "of this run."
+)
+
+
 def _detection_rows(figures: Figures) -> list[str]:
     rows = []
     for name, scenario in figures["scenarios"].items():
@@ -199,7 +211,7 @@ def render(results: Figures, out: Path) -> str:
                   "| fault | decisions | median | max | without Phalanx | ratio |",
                   "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
         lines += _detection_rows(results["detection"])
-        lines.append("")
+        lines += ["", DETECTION_NOTE, ""]
     if "checkpoint" in results:
         lines += ["## Checkpoint cost: training time blocked per save", "",
                   "| model | checkpoint | blocked, sync | blocked, async | sync / async |",
