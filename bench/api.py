@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import re
@@ -55,7 +54,7 @@ import httpx
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from bench.api_report import Setup, load_average, render
+from bench.api_report import Setup, figures_json, load_average, render
 from bench.api_series import KUBE_PAGE, Op, Outcome, Series, Target
 from phalanx.kubeconfig import load_configuration
 from phalanx.models.job import GROUP, PLURAL, VERSION
@@ -440,11 +439,7 @@ def main() -> int:
     args.out.write_text(report)
     if args.json is not None:
         modes = {"sequential": sequential, "full list": full, "concurrent": concurrent}
-        args.json.write_text(json.dumps({"jobs": args.jobs, "series": [
-            {"mode": mode, "operation": t.operation, "side": t.side, "p50": s.quantile(0.5),
-             "p99": s.quantile(0.99), "rate": s.rate, "errors": s.errors}
-            for mode, measured in modes.items() for t, s in measured.items()
-        ]}, indent=1))  # fmt: skip
+        args.json.write_text(figures_json(args.jobs, modes))
     failed = any(s.errors for r in (sequential, full, concurrent) for s in r.values())
     return 1 if failed else 0
 

@@ -4,6 +4,7 @@ findings in words, as markdown (bench/results/api.md)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -214,3 +215,12 @@ does (one uvicorn worker, access log on).
 5xx in the service's access log: {setup.served_5xx}. \
 {"Errors: " + "; ".join(errors) if errors else "No request failed."}
 """
+
+
+def figures_json(jobs: int, modes: dict[str, dict[Target, Series]]) -> str:
+    """The figures for `python -m bench`'s report: each target's p50, p99 and rate, by mode."""
+    return json.dumps({"jobs": jobs, "series": [
+        {"mode": mode, "operation": t.operation, "side": t.side, "p50": s.quantile(0.5),
+         "p99": s.quantile(0.99), "rate": s.rate, "errors": s.errors}
+        for mode, measured in modes.items() for t, s in measured.items()
+    ]}, indent=1)  # fmt: skip

@@ -22,10 +22,7 @@ import argparse
 import itertools
 import json
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,16 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
-
+from bench import torchrun as baseline
 from bench.goodput import job, log_records
+from bench.torchrun import RANKS
 from phalanx.local import Fault, LocalRun, RunOptions, inject
 from phalanx.models import TrainingJob
-from phalanx.operator.builder.env import trainer_env
-
-STEP_DELAY = "0.1"
-"""The quickstart's emulated compute a step, as its args say."""
-RANKS = 4
 
 
 @dataclass
@@ -153,22 +145,10 @@ def phalanx(spec: TrainingJob, seconds: float, interval: float | None, workdir: 
 def torchrun(spec: TrainingJob, seconds: float, interval: float | None, workdir: Path) -> Run:
     """The same trainer under `torchrun --max-restarts` for `seconds` after its first step, a
     worker SIGKILLed every `interval` s from then."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ, **trainer_env(spec),
-        "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
-        "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
-        "PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": str(RANKS),
-        "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-    }  # fmt: skip
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--max-restarts=1000", "--monitor-interval=0.1",
-            "-m", "phalanx.trainer.train", "--step-delay-seconds", STEP_DELAY]  # fmt: skip
     started = time.time()
+    agent = baseline.start(spec, workdir, max_restarts=1000)
     kills: list[float] = []
     first: float | None = None
-    with (workdir / "torchrun.log").open("wb") as out:
-        agent = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         while agent.poll() is None:
             now = time.time()
@@ -177,34 +157,17 @@ def torchrun(spec: TrainingJob, seconds: float, interval: float | None, workdir:
                 first = trained[0]["time"] if trained else None
             elif now - first >= seconds:
                 break
-            worker = (
-                _worker(agent.pid, len(kills) % RANKS)
-                if _due(first, now, interval, len(kills))
-                else None
-            )
+            due = _due(first, now, interval, len(kills))
+            worker = baseline.worker(agent.pid, len(kills) % RANKS) if due else None
             if worker is not None:
                 kills.append(round(time.time() - started, 3))
                 worker.kill()
             time.sleep(0.05)
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        baseline.stop(agent)
     steps = _relative(log_records(workdir), started)
     end = (first - started + seconds) if first is not None else time.time() - started
     return _window("torchrun", interval, steps, end, kills)
-
-
-def _worker(agent: int, rank: int) -> psutil.Process | None:
-    try:
-        for process in psutil.Process(agent).children(recursive=True):
-            if process.environ().get("RANK") == str(rank):
-                return process
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return None
 
 
 SYSTEMS = {"phalanx": phalanx, "torchrun": torchrun}

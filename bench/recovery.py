@@ -33,10 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,11 +42,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
-
+from bench import torchrun
 from bench.goodput import goodput, job, log_records, snapshot_cost, steps_of
 from phalanx.local import Fault, LocalRun, RunOptions, inject
-from phalanx.operator.builder.env import trainer_env
 
 TRAIN_SECONDS_BEFORE_FAULT = 5.0
 STAGES = ("spawned", "started", "rendezvous", "built", "loaded", "first_step")
@@ -158,24 +153,7 @@ def _parts(struck: float, startup: dict[str, Any] | None) -> dict[str, float]:
 
 def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
     """The same trainer under stock torchrun, one worker SIGKILLed per cycle."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    spec = job(1_000_000)
-    env = {
-        **os.environ,
-        **trainer_env(spec),
-        "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
-        "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
-        "PET_NNODES": "1",
-        "PET_NODE_RANK": "0",
-        "PET_NPROC_PER_NODE": "4",
-        "OMP_NUM_THREADS": "1",
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-    }
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--max-restarts={failures + 5}", "--monitor-interval=0.1",
-            "-m", "phalanx.trainer.train", "--step-delay-seconds", "0.1"]  # fmt: skip
-    with (workdir / "torchrun.log").open("wb") as out:
-        agent = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    agent = torchrun.start(job(1_000_000), workdir, max_restarts=failures + 5)
     kills: list[float] = []
     try:
         while len(kills) < failures and agent.poll() is None:
@@ -185,7 +163,7 @@ def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
             trained = [r["time"] for r in steps if r["time"] > since]
             if not trained or time.time() - trained[0] < TRAIN_SECONDS_BEFORE_FAULT:
                 continue
-            worker = _torchrun_worker(agent.pid, rank=len(kills) % 4)
+            worker = torchrun.worker(agent.pid, rank=len(kills) % torchrun.RANKS)
             if worker is not None:
                 kills.append(time.time())
                 worker.kill()
@@ -193,11 +171,7 @@ def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
         while time.time() < deadline and not any(r["time"] > kills[-1] for r in steps_of(workdir)):
             time.sleep(0.2)
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        torchrun.stop(agent)
     steps = steps_of(workdir)
     recoveries = []
     for kill in kills:
@@ -205,16 +179,6 @@ def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
         if after:
             recoveries.append(Recovery(min(after) - kill))
     return recoveries
-
-
-def _torchrun_worker(agent: int, rank: int) -> psutil.Process | None:
-    try:
-        for process in psutil.Process(agent).children(recursive=True):
-            if process.environ().get("RANK") == str(rank):
-                return process
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return None
 
 
 def _row(name: str, recoveries: list[Recovery]) -> str:
