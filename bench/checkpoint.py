@@ -1,14 +1,22 @@
-"""Checkpoint stall: how long training is blocked by one async save vs one sync save of the same
-state (model + AdamW), at two model sizes, measured side by side in one run.
+"""Checkpoint cost: how long training is blocked by one async save, one sync save and one
+in-memory snapshot of the same state (model + AdamW), at two model sizes, as a share of the
+step time at the default cadences; the sync save's throughput next to `dd` writing as many bytes
+to the same disk; and a resharded load (4 -> 3 ranks) next to a same-size load (`bench.reshard`).
+All measured side by side in one run.
 
 Blocked time is what the training loop waits for: the whole `save()` when sync; only the staging
 copy when async (the upload then runs in a background thread). The copy itself runs beside the
 next forward and backward passes; the next optimizer step waits for it (`wait_staged`), so the
 whole copy is counted: the most it can block. The async saves are committed
-(waited for) between measurements, outside the blocked time.
+(waited for) between measurements, outside the blocked time. An in-memory snapshot
+(`MemorySnapshots`, to /dev/shm as on a pod) blocks the same way: its staging copy.
 
-Usage: python -m bench.checkpoint [--repeats 3] [--sizes small,large] [--out bench/results/checkpoint.md]
-                                  [--json figures.json]
+Shares of step time use the job defaults: a checkpoint every 100 steps, a memory snapshot every
+10 (`spec.checkpoint.intervalSteps`, `memoryIntervalSteps`), and the median of 5 training steps
+(batch 8) of the same model on one rank.
+
+Usage: python -m bench.checkpoint [--repeats 3] [--sizes small,large] [--reshard small]
+                                  [--out bench/results/checkpoint.md] [--json figures.json]
 """
 
 from __future__ import annotations
@@ -19,14 +27,19 @@ import os
 import platform
 import socket
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from bench import reshard
+from phalanx.models.spec import Checkpoint
 from phalanx.trainer.checkpoint import CheckpointManager
+from phalanx.trainer.memory import MemorySnapshots
 from phalanx.trainer.model import ModelConfig, TinyLM
 from phalanx.trainer.progress import TrainingProgress
 from phalanx.trainer.state import AppState
@@ -41,6 +54,10 @@ SIZES = {
 }
 
 
+CHECKPOINT_EVERY = int(Checkpoint.model_fields["interval_steps"].default)
+SNAPSHOT_EVERY = int(Checkpoint.model_fields["memory_interval_steps"].default)
+
+
 def blocked_seconds(manager: CheckpointManager, state: AppState, step: int, *, sync: bool) -> float:
     started = time.perf_counter()
     manager.save(step, {"app": state}, blocking=sync)
@@ -50,54 +67,131 @@ def blocked_seconds(manager: CheckpointManager, state: AppState, step: int, *, s
     return blocked
 
 
+def snapshot_blocked_seconds(snapshots: MemorySnapshots, state: AppState, step: int) -> float:
+    started = time.perf_counter()
+    snapshots.maybe_save(step, state)
+    snapshots.wait_staged()
+    blocked = time.perf_counter() - started
+    snapshots.wait()  # written to memory before the next measurement; not counted
+    return blocked
+
+
+def step_seconds(model: TinyLM, optimizer: torch.optim.Optimizer, config: ModelConfig) -> float:
+    """The median of 5 training steps (batch 8, full sequence), after one to warm up."""
+    batch = torch.randint(0, config.vocab, (8, config.seq_len))
+    times = []
+    for _ in range(6):
+        started = time.perf_counter()
+        optimizer.zero_grad()
+        model(batch).float().mean().backward()
+        optimizer.step()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
+
+
+def dd_seconds(directory: str, mib: int) -> float:
+    """`dd` writing `mib` MiB to `directory` and syncing it, as DCP's writer syncs its files."""
+    target = Path(directory) / "dd.bin"
+    started = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={mib}", "conv=fsync"],
+                   check=True, capture_output=True)  # fmt: skip
+    elapsed = time.perf_counter() - started
+    target.unlink()
+    return elapsed
+
+
+def measure_size(name: str, config: ModelConfig, repeats: int) -> dict[str, float | str]:
+    torch.manual_seed(0)
+    model = TinyLM(config)
+    optimizer = torch.optim.AdamW(model.parameters())
+    step = step_seconds(model, optimizer, config)  # optimizer state exists, as in training
+    params = sum(p.numel() for p in model.parameters())
+    state = AppState(model, optimizer, TrainingProgress())
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp, \
+         tempfile.TemporaryDirectory(dir="/dev/shm") as shm:  # fmt: skip
+        manager = CheckpointManager(tmp, keep=1, async_save=True)
+        blocked_seconds(manager, state, 0, sync=True)  # warm-up
+        sync = [blocked_seconds(manager, state, 1 + i, sync=True) for i in range(repeats)]
+        asynchronous = [
+            blocked_seconds(manager, state, 100 + i, sync=False) for i in range(repeats)
+        ]
+        size_mib = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file()) / 2**20
+        dd = statistics.median(dd_seconds(tmp, max(1, round(size_mib))) for _ in range(repeats))
+        snapshots = MemorySnapshots(Path(shm), 1, 0)
+        snapshot_blocked_seconds(snapshots, state, 0)  # warm-up: allocates the host buffers
+        memory = [snapshot_blocked_seconds(snapshots, state, 1 + i) for i in range(repeats)]
+        snapshots.close()
+    s, a, m = statistics.median(sync), statistics.median(asynchronous), statistics.median(memory)
+    return {
+        "model": name, "parameters": params, "size_mib": size_mib, "step_seconds": step,
+        "sync_blocked": s, "async_blocked": a, "memory_blocked": m,
+        "async_share_of_step_time": a / (CHECKPOINT_EVERY * step),
+        "sync_share_of_step_time": s / (CHECKPOINT_EVERY * step),
+        "memory_share_of_step_time": m / (SNAPSHOT_EVERY * step),
+        "save_mib_per_s": size_mib / s, "dd_mib_per_s": round(size_mib) / dd,
+    }  # fmt: skip
+
+
+def _row(f: dict[str, float | str]) -> str:
+    def ms(key: str) -> str:
+        return f"{float(f[key]) * 1000:.0f} ms"
+
+    def pct(key: str) -> str:
+        return f"{float(f[key]) * 100:.2f} %"
+
+    return (f"| {f['model']} | {float(f['parameters']) / 1e6:.1f} M | {float(f['size_mib']):.0f} MiB "
+            f"| {ms('step_seconds')} | {ms('sync_blocked')} ({pct('sync_share_of_step_time')}) "
+            f"| {ms('async_blocked')} ({pct('async_share_of_step_time')}) "
+            f"| {ms('memory_blocked')} ({pct('memory_share_of_step_time')}) "
+            f"| {float(f['async_blocked']) / float(f['sync_blocked']) * 100:.0f} % "
+            f"| {float(f['save_mib_per_s']):.0f} / {float(f['dd_mib_per_s']):.0f} MiB/s |")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", default="small,large", help="small and/or large")
+    parser.add_argument(
+        "--reshard", default="small", help="the model size of the 4 -> 3 load ('' for none)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/checkpoint.md"))
     parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
     chosen = args.sizes.split(",")
-    figures = []
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())  # type: ignore[attr-defined]
-    rows = []
-    for name, config in SIZES.items():
-        if name.split()[0] not in chosen:
-            continue
-        torch.manual_seed(0)
-        model = TinyLM(config)
-        optimizer = torch.optim.AdamW(model.parameters())
-        model(torch.zeros(1, 8, dtype=torch.long)).sum().backward()
-        optimizer.step()  # optimizer state exists, as in training
-        params = sum(p.numel() for p in model.parameters())
-        state = AppState(model, optimizer, TrainingProgress())
-        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-            manager = CheckpointManager(tmp, keep=1, async_save=True)
-            blocked_seconds(manager, state, 0, sync=True)  # warm-up
-            sync = [blocked_seconds(manager, state, 1 + i, sync=True) for i in range(args.repeats)]
-            asynchronous = [
-                blocked_seconds(manager, state, 100 + i, sync=False) for i in range(args.repeats)
-            ]
-            size_mib = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file()) / 2**20
-        s, a = statistics.median(sync), statistics.median(asynchronous)
-        figures.append({"model": name, "parameters": params, "size_mib": size_mib,
-                        "sync_blocked": s, "async_blocked": a})  # fmt: skip
-        rows.append(
-            f"| {name} | {params / 1e6:.1f} M | {size_mib:.0f} MiB | {s * 1000:.0f} ms | {a * 1000:.0f} ms | {s / a:.1f}x |"
-        )
+    figures = [measure_size(name, config, args.repeats)
+               for name, config in SIZES.items() if name.split()[0] in chosen]  # fmt: skip
     dist.destroy_process_group()
+    resharded: dict[str, Any] | None = None
+    if args.reshard:  # after the one-rank group is gone: its ranks are processes of their own
+        name, config = next((n, c) for n, c in SIZES.items() if n.startswith(args.reshard))
+        resharded = {"model": name, **reshard.measure(config, repeats=args.repeats)}
     machine = f"{socket.gethostname()}: {os.cpu_count()} cores, {platform.machine()}, torch {torch.__version__}, CPU, local disk"
     report = (
-        "# Checkpoint stall: async vs sync save\n\n"
-        f"Machine: {machine}. One rank; model + AdamW state; median of {args.repeats} saves each.\n\n"
-        "| model | parameters | checkpoint | blocked, sync | blocked, async | sync / async |\n"
-        "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+        "# Checkpoint cost: sync, async and in-memory saves\n\n"
+        f"Machine: {machine}. One rank; model + AdamW state; median of {args.repeats} saves each. "
+        f"Blocked time per save, and in brackets its share of step time at the default cadence "
+        f"(a checkpoint every {CHECKPOINT_EVERY} steps, a memory snapshot every {SNAPSHOT_EVERY}).\n\n"
+        "| model | parameters | checkpoint | step | blocked, sync | blocked, async | blocked, in memory "
+        "| async / sync | sync save / dd |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        + "\n".join(map(_row, figures))
+        + "\n"
     )
+    if resharded is not None:
+        report += (
+            f"\nResharded load, {resharded['model']} ({resharded['size_mib']:.0f} MiB, FSDP2 over "
+            f"{resharded['saved_by']} ranks): {resharded['resharded_to']} ranks "
+            f"{resharded['resharded_load'] * 1000:.0f} ms, {resharded['saved_by']} ranks "
+            f"{resharded['same_size_load'] * 1000:.0f} ms "
+            f"({resharded['resharded_load'] / resharded['same_size_load']:.2f}x).\n"
+        )
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     if args.json is not None:
-        args.json.write_text(json.dumps({"repeats": args.repeats, "models": figures}, indent=1))
+        args.json.write_text(json.dumps(
+            {"repeats": args.repeats, "models": figures, "reshard": resharded}, indent=1))  # fmt: skip
     return 0
 
 

@@ -1,16 +1,25 @@
-"""Control-plane benchmark: N TrainingJobs x M node pods against the real API server.
+"""Control-plane benchmark: N TrainingJobs x M node pods on the real API server, with the real
+kube-scheduler placing the pods on kwok's fake nodes and kwok running them, then a failure storm.
 
-The operator runs as its own process (so its RSS is its own). The benchmark applies all jobs,
-waits until every node pod exists, then plays a fast kubelet (binds and runs every pod) and waits
-until every job is Running. It reports apply -> all pods created, apply -> all Running, reconcile
-p50/p99 (from the operator's histogram, interpolated as Prometheus' histogram_quantile does) and
-the operator's peak RSS.
+The operator runs as its own process (so its CPU and RSS are its own) with an identity of its
+own, which the API server's audit log records: every request it makes is counted and timed there.
+Measured for each job count, on a fresh API server:
 
-Usage: python -m bench.controlplane [--jobs 200] [--nodes 8] [--out bench/results/controlplane.md]
-                                    [--json figures.json]
+- apply -> all node pods created, apply -> all jobs Running;
+- reconcile p50/p99 (the operator's histogram, interpolated as Prometheus' histogram_quantile
+  does) and where a reconcile's time goes (plan / wait for an executor thread / execute);
+- the API server's own time for the operator's requests (audit: received -> response), reported
+  apart from the reconcile, and the operator's requests per reconcile;
+- the operator's CPU seconds and peak RSS, beside the CPU of etcd, the API server, the scheduler
+  and kwok (all share this machine's cores);
+- a failure storm: nodes lost at once until `--storm` jobs each lost one (a node holds pods of
+  several jobs), -> every one of them Running again in a new epoch on other nodes.
 
-`--jobs` may list several counts (`50,100,200`): each is measured on a fresh API server, and the
-JSON holds one entry per count (latency against the number of jobs).
+Usage: python -m bench.controlplane [--jobs 200] [--nodes 8] [--storm 100]
+                                    [--out bench/results/controlplane.md] [--json figures.json]
+
+`--jobs` may list several counts (`50,100,200`): the JSON holds one entry per count (latency
+against the number of jobs); the Markdown table shows the largest.
 """
 
 from __future__ import annotations
@@ -27,18 +36,26 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import psutil
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from bench import kwok
+from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
+from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import free_port, running_control_plane, wait_until
-from tests.support.kubelet import FakeKubelet
+from tests.support.controlplane import ControlPlane, free_port, running_control_plane, wait_until
+
+NAMESPACE = "bench"
+PODS_PER_NODE = 8
+"""kwok nodes: one per 8 node pods (an 8-GPU machine runs one pod of each of 8 jobs' worth)."""
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus' histogram_quantile over cumulative (upper bound, count) buckets."""
-    total = buckets[-1][1]
+    total = buckets[-1][1] if buckets else 0
     rank = q * total
     lower, below = 0.0, 0.0
     for upper, count in buckets:
@@ -50,14 +67,31 @@ def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     return lower
 
 
-def scrape_reconcile_buckets(port: int) -> list[tuple[float, float]]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    buckets = []
+def scrape(port: int) -> dict[str, list[tuple[float, float]]]:
+    """The operator's reconcile histograms: name (or part) -> cumulative buckets."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found: dict[str, list[tuple[float, float]]] = {}
     for line in text.splitlines():
         if line.startswith("phalanx_reconcile_duration_seconds_bucket"):
-            le = line.split('le="')[1].split('"')[0]
-            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
-    return sorted(buckets)
+            key = "reconcile"
+        elif line.startswith("phalanx_reconcile_part_seconds_bucket"):
+            key = line.split('part="')[1].split('"')[0]
+        else:
+            continue
+        le = line.split('le="')[1].split('"')[0]
+        found.setdefault(key, []).append((float(le), float(line.rsplit(" ", 1)[1])))
+    return {key: sorted(buckets) for key, buckets in found.items()}
+
+
+def difference(after: list[tuple[float, float]], before: list[tuple[float, float]]) -> list[tuple[float, float]]:  # fmt: skip
+    """The buckets of what was observed between two scrapes."""
+    earlier = dict(before)
+    return [(le, count - earlier.get(le, 0.0)) for le, count in after]
+
+
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -67,103 +101,156 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def measure(jobs: int, nodes: int) -> dict[str, float]:
+def storm_nodes(tally: Tally, jobs: int) -> tuple[list[str], set[str]]:
+    """Nodes, fewest first, whose loss hits at least `jobs` jobs; and the jobs they hit."""
+    with tally.lock:
+        by_node: dict[str, set[str]] = {}
+        for pod in tally.pods.values():
+            if pod.node is not None and pod.phase == "Running":
+                by_node.setdefault(pod.node, set()).add(pod.job)
+    chosen: list[str] = []
+    hit: set[str] = set()
+    for node in sorted(by_node):
+        if len(hit) >= jobs:
+            break
+        chosen.append(node)
+        hit |= by_node[node]
+    return chosen, hit
+
+
+def measure(jobs: int, nodes: int, storm: int) -> dict[str, Any]:
     """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures."""
-    namespace = "bench"
-    with tempfile.TemporaryDirectory() as tmp, running_control_plane(Path(tmp)) as plane:
+    with tempfile.TemporaryDirectory() as tmp, \
+         running_control_plane(Path(tmp), audit_args(Path(tmp))) as plane:  # fmt: skip
         api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
-        k8s.CoreV1Api(api).create_namespace(
-            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace))
-        )
-        kubelet = FakeKubelet(api, namespace)
-        kubelet.add_nodes(*(f"node-{i}" for i in range(nodes)))
-        port = free_port()
-        env = {**os.environ, "PHALANX_OPERATOR_NAMESPACES": json.dumps([namespace]),
-               "PHALANX_OPERATOR_KUBECONFIG": str(plane.kubeconfig), "PHALANX_OPERATOR_METRICS_PORT": str(port),
-               "PHALANX_OPERATOR_LIVENESS_ENDPOINT": ""}  # fmt: skip
-        operator = subprocess.Popen([sys.executable, "-m", "phalanx.operator"], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        try:
-            wait_until(lambda: _up(port), 60, "the operator's metrics endpoint")
-            custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
-            spec = {"replicas": {"min": nodes, "max": nodes}, "nprocPerNode": 1}
-            started = time.monotonic()
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda i: custom.create_namespaced_custom_object(
-                    "phalanx.dev", "v1alpha1", namespace, "trainingjobs", training_job(f"job-{i:04d}", **spec)),
-                    range(jobs)))  # fmt: skip
-            applied = time.monotonic() - started
-            expected = jobs * nodes
+        core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
+        with kwok.scheduler_and_kwok(plane, Path(tmp)):
+            kwok.add_nodes(core, -(-jobs * nodes // PODS_PER_NODE) + PODS_PER_NODE)
+            tally = Tally()
+            start_watches(api, NAMESPACE, tally, "phalanx.dev/role=node")
+            return _run(plane, Path(tmp), core, custom, tally, jobs, nodes, storm)
 
-            def pods() -> list[k8s.V1Pod]:
-                return core.list_namespaced_pod(
-                    namespace, label_selector="phalanx.dev/role=node"
-                ).items
 
-            wait_until(lambda: len(pods()) >= expected, 600, f"{expected} pods", interval=0.5)
-            all_created = time.monotonic() - started
-
-            def start(pod: k8s.V1Pod) -> None:
-                kubelet.bind(
-                    pod.metadata.name, f"node-{pod.metadata.labels['phalanx.dev/node-rank']}"
-                )
-                kubelet.run(pod.metadata.name)
-
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(start, pods()))
-
-            def running() -> int:
-                listed = custom.list_namespaced_custom_object(
-                    "phalanx.dev", "v1alpha1", namespace, "trainingjobs"
-                )["items"]
-                return sum(1 for j in listed if (j.get("status") or {}).get("phase") == "Running")
-
-            wait_until(lambda: running() == jobs, 600, "all jobs Running", interval=0.5)
-            all_running = time.monotonic() - started
-            buckets = scrape_reconcile_buckets(port)
-            rss = peak_rss_mib(operator.pid)
-        finally:
-            operator.kill()
-            operator.wait()
-            kubelet.close()
-    return {
-        "jobs": jobs, "nodes": nodes, "pods": expected, "apply": applied,
-        "all_created": all_created, "all_running": all_running,
-        "reconciles": buckets[-1][1] if buckets else 0,
-        "reconcile_p50": histogram_quantile(0.5, buckets),
-        "reconcile_p99": histogram_quantile(0.99, buckets), "peak_rss_mib": rss,
+def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi,
+         tally: Tally, jobs: int, nodes: int, storm: int) -> dict[str, Any]:  # fmt: skip
+    port = free_port()
+    env = {**os.environ, "PHALANX_OPERATOR_NAMESPACES": json.dumps([NAMESPACE]),
+           "PHALANX_OPERATOR_KUBECONFIG": str(operator_kubeconfig(plane, tmp)),
+           "PHALANX_OPERATOR_METRICS_PORT": str(port), "PHALANX_OPERATOR_LIVENESS_ENDPOINT": ""}  # fmt: skip
+    operator = subprocess.Popen([sys.executable, "-m", "phalanx.operator"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    others = {"etcd": plane.pids[0], "kube-apiserver": plane.pids[1],
+              "kube-controller-manager": plane.pids[2]} | {
+        p.name(): p.pid for p in psutil.Process().children() if p.name() in ("kube-scheduler", "kwok")
     }  # fmt: skip
+    try:
+        wait_until(lambda: _up(port), 60, "the operator's metrics endpoint")
+        cpu_before = {
+            name: cpu_seconds(pid) for name, pid in {**others, "operator": operator.pid}.items()
+        }
+        spec = {"replicas": {"min": nodes, "max": nodes}, "nprocPerNode": 1}
+        started, wall_started = time.monotonic(), time.time()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: custom.create_namespaced_custom_object(
+                GROUP, VERSION, NAMESPACE, PLURAL, training_job(f"job-{i:04d}", **spec)),
+                range(jobs)))  # fmt: skip
+        applied = time.monotonic() - started
+        expected = jobs * nodes
+        wait_until(lambda: len(tally.created) >= expected, 900, f"{expected} pods", interval=0.2)
+        all_created = tally.nth_created(expected) - started
+        wait_until(lambda: tally.jobs_running() == jobs, 900, "all jobs Running", interval=0.2)
+        all_running = time.monotonic() - started
+        before_storm, wall_storm = scrape(port), time.time()
+        lost, hit = storm_nodes(tally, min(storm, jobs))
+        epochs = {name: tally.jobs[name][1] for name in hit}
+        storm_started = time.monotonic()
+        kwok.lose_nodes(core, lost)
+        wait_until(lambda: tally.jobs_running(hit, epochs) == len(hit), 900,
+                   f"the {len(hit)} jobs of the lost nodes Running again", interval=0.2)  # fmt: skip
+        storm_recovered = time.monotonic() - storm_started
+        after, wall_end = scrape(port), time.time()
+        cpu = {name: cpu_seconds(pid) - cpu_before[name]
+               for name, pid in {**others, "operator": operator.pid}.items()}  # fmt: skip
+        rss = peak_rss_mib(operator.pid)
+    finally:
+        operator.kill()
+        operator.wait()
+    scale_up = requests_between(tmp, wall_started, wall_storm)
+    in_storm = requests_between(tmp, wall_storm, wall_end)
+    reconciles = before_storm["reconcile"][-1][1]
+    storm_reconciles = after["reconcile"][-1][1] - reconciles
+    parts = {part: {"p50": histogram_quantile(0.5, after[part]), "p99": histogram_quantile(0.99, after[part])}
+             for part in ("plan", "wait", "execute")}  # fmt: skip
+    return {
+        "jobs": jobs, "nodes": nodes, "pods": expected, "kwok_nodes": len(core.list_node().items),
+        "apply": applied, "all_created": all_created, "all_running": all_running,
+        "reconciles": reconciles,
+        "reconcile_p50": histogram_quantile(0.5, before_storm["reconcile"]),
+        "reconcile_p99": histogram_quantile(0.99, before_storm["reconcile"]),
+        "reconcile_parts": parts,
+        "api_requests": scale_up["requests"], "api_requests_per_reconcile": scale_up["requests"] / max(reconciles, 1),
+        "api_by_verb": scale_up["by_verb"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
+        "storm_nodes": len(lost), "storm_jobs": len(hit), "storm_recovered": storm_recovered,
+        "storm_reconciles": storm_reconciles,
+        "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
+        "storm_api_requests": in_storm["requests"],
+        "cpu_seconds": cpu, "peak_rss_mib": rss, "audit_user": AUDIT_USER,
+    }  # fmt: skip
+
+
+def _table(f: dict[str, Any]) -> str:
+    def ms(value: float) -> str:
+        return f"{value * 1000:.0f} ms"
+
+    parts = f["reconcile_parts"]
+    rows = [
+        ("jobs x node pods", f"{f['jobs']} x {f['nodes']} = {f['pods']} pods on {f['kwok_nodes']} kwok nodes"),
+        ("apply all jobs (8 client threads)", f"{f['apply']:.1f} s"),
+        ("apply -> all pods created", f"{f['all_created']:.1f} s"),
+        ("apply -> all jobs Running (kube-scheduler + kwok)", f"{f['all_running']:.1f} s"),
+        ("reconciles", f"{f['reconciles']:.0f}"),
+        ("reconcile p50 / p99", f"{ms(f['reconcile_p50'])} / {ms(f['reconcile_p99'])}"),
+        ("  of which plan / wait for a thread / execute, p99",
+         " / ".join(ms(parts[p]["p99"]) for p in ("plan", "wait", "execute"))),
+        ("API server time per operator request, p50 / p99 (audit)",
+         f"{ms(f['api_server_p50'])} / {ms(f['api_server_p99'])}"),
+        ("operator API requests (per reconcile)",
+         f"{f['api_requests']} ({f['api_requests_per_reconcile']:.2f}); "
+         + ", ".join(f"{k} {v}" for k, v in sorted(f["api_by_verb"].items()))),
+        ("failure storm: nodes lost at once, jobs hit",
+         f"{f['storm_nodes']} nodes, {f['storm_jobs']} jobs"),
+        ("storm -> every hit job Running again", f"{f['storm_recovered']:.1f} s "
+         f"({f['storm_reconciles']:.0f} reconciles, p99 {ms(f['storm_reconcile_p99'])}, "
+         f"{f['storm_api_requests']} API requests)"),
+        ("CPU seconds over the run", ", ".join(f"{k} {v:.0f}" for k, v in f["cpu_seconds"].items())),
+        ("operator peak RSS", f"{f['peak_rss_mib']:.0f} MiB"),
+    ]  # fmt: skip
+    return "| measure | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", default="200", help="job count, or several: 50,100,200")
     parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument(
+        "--storm", type=int, default=100, help="jobs to hit with lost nodes at once"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
     parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
-    series = [measure(int(n), args.nodes) for n in args.jobs.split(",")]
-    f = series[-1]
-    rows = [
-        ("jobs x node pods", f"{f['jobs']} x {f['nodes']} = {f['pods']} pods"),
-        ("apply all jobs (8 client threads)", f"{f['apply']:.1f} s"),
-        ("apply -> all pods created", f"{f['all_created']:.1f} s"),
-        ("apply -> all jobs Running (test as fast kubelet)", f"{f['all_running']:.1f} s"),
-        ("reconciles", f"{f['reconciles']:.0f}"),
-        (
-            "reconcile p50 / p99",
-            f"{f['reconcile_p50'] * 1000:.0f} ms / {f['reconcile_p99'] * 1000:.0f} ms",
-        ),
-        ("operator peak RSS", f"{f['peak_rss_mib']:.0f} MiB"),
-    ]
+    series = []
+    for count in args.jobs.split(","):
+        series.append(measure(int(count), args.nodes, args.storm))
+        print(json.dumps(series[-1]), flush=True)
+        if args.json is not None:  # after each count: a run stopped at its limit keeps the rest
+            args.json.write_text(json.dumps({"series": series}, indent=1))
     machine = f"{socket.gethostname()}: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
-    table = "| measure | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
-    report = f"# Control-plane benchmark\n\nMachine: {machine}; kube-apiserver v1.33.13 + etcd 3.5.1 on loopback.\n\n{table}\n"
+    report = (f"# Control-plane benchmark\n\nMachine: {machine}; kube-apiserver v1.33.13 + etcd 3.5.1, "
+              f"kube-scheduler and kwok, on loopback.\n\n{_table(series[-1])}\n")  # fmt: skip
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
-    if args.json is not None:
-        args.json.write_text(json.dumps({"series": series}, indent=1))
     return 0
 
 

@@ -108,11 +108,13 @@ def _window(system: str, interval: float | None, steps: list[dict[str, Any]], en
 
 
 def _due(first_step: float | None, now: float, interval: float | None, struck: int) -> bool:
-    """Whether failure number `struck + 1` is due: every `interval` s from the first step."""
+    """Whether failure number `struck + 1` is due: every `interval` s, half an interval after
+    the first step and then every interval, so that a window of k intervals holds k failures,
+    each with what it costs (the recovery and the redone steps) inside the window."""
     return (
         interval is not None
         and first_step is not None
-        and (now - first_step >= interval * (struck + 1))
+        and (now - first_step >= interval * (struck + 0.5))
     )
 
 
@@ -200,7 +202,7 @@ def measure(intervals: list[float], seconds: float, baseline_seconds: float,
         runs.append(run(spec, baseline_seconds, None, workdir / f"{system}-none"))
         print(system, "no failures", f"{runs[-1].goodput:.3f}", flush=True)
         for interval in intervals:
-            window = max(seconds, 3 * interval)  # at least two failures in the window
+            window = max(seconds, interval)  # at least one failure, with its cost, inside
             runs.append(run(spec, window, interval, workdir / f"{system}-{interval:g}"))
             print(system, interval, f"{runs[-1].goodput:.3f}", runs[-1].recoveries, flush=True)
     bounds = {}
@@ -221,7 +223,7 @@ def main() -> int:
     parser.add_argument("--intervals", default="30,60,120,300,600",
                         help="seconds between failures, comma-separated")  # fmt: skip
     parser.add_argument("--seconds", type=float, default=600,
-                        help="each run's length (at least 3 intervals)")  # fmt: skip
+                        help="each run's length after its first step (at least one interval)")  # fmt: skip
     parser.add_argument("--baseline-seconds", type=float, default=300)
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     args = parser.parse_args()

@@ -79,6 +79,8 @@ class ControlPlane:
     workdir: Path
     bin_dir: Path = field(default_factory=binaries_dir)
     server: str = ""
+    apiserver_args: tuple[str, ...] = ()
+    """More kube-apiserver flags (the control-plane benchmark's audit log and token file)."""
     kubeconfig: Path = field(init=False)
     pki: Pki = field(init=False)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -212,6 +214,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         wait_until(lambda: self._healthy(f"{self.server}/readyz"), START_TIMEOUT_S, "apiserver")
@@ -277,12 +280,14 @@ current-context: phalanx-test
 
 
 @contextlib.contextmanager
-def running_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
+def running_control_plane(
+    workdir: Path | None = None, apiserver_args: tuple[str, ...] = ()
+) -> Iterator[ControlPlane]:
     """A started control plane, stopped on exit."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="phalanx-cp-")))
-        plane = ControlPlane(workdir=workdir)
+        plane = ControlPlane(workdir=workdir, apiserver_args=apiserver_args)
         plane.start()
         stack.callback(plane.stop)
         yield plane

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Build the pinned cluster tools Phalanx's chart checks and kind suite use, into a cache outside
-# the repo: helm, the helm-unittest plugin, kind and CoreDNS (for the offline kind node image).
+# Build the pinned cluster tools Phalanx's chart checks, kind suite and benchmarks use, into a
+# cache outside the repo: helm, the helm-unittest plugin, kind, CoreDNS (for the offline kind node
+# image) and kwok (fake nodes and kubelets for the control-plane benchmark).
 #
 # Why from Go modules: our machines reach the Go module proxy but no release download site and
 # no container registry. Each tool is keyed by version, so a second run is a no-op ("cached").
 #
 # Usage: cluster-tools.sh [--print-dir] [TOOL ...]
-#   TOOL is any of: helm helm-unittest kind coredns (default: helm helm-unittest kind).
+#   TOOL is any of: helm helm-unittest kind coredns kwok (default: helm helm-unittest kind).
 #   --print-dir  only print the bin directory.
 # Env:
 #   PHALANX_CACHE           cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
@@ -14,6 +15,7 @@
 #   PHALANX_HELM_UNITTEST_VERSION  github.com/helm-unittest/helm-unittest version (default v1.1.2)
 #   PHALANX_KIND_VERSION    sigs.k8s.io/kind version (default v0.30.0)
 #   PHALANX_COREDNS_VERSION github.com/coredns/coredns version (default v1.14.7)
+#   PHALANX_KWOK_VERSION    sigs.k8s.io/kwok version (default v0.7.0)
 # After it: helm is `$BIN/helm`; its plugins live in `$CACHE/helm/plugins` (export HELM_PLUGINS).
 set -euo pipefail
 
@@ -21,6 +23,7 @@ HELM_VERSION=${PHALANX_HELM_VERSION:-v3.21.3}
 UNITTEST_VERSION=${PHALANX_HELM_UNITTEST_VERSION:-v1.1.2}
 KIND_VERSION=${PHALANX_KIND_VERSION:-v0.30.0}
 COREDNS_VERSION=${PHALANX_COREDNS_VERSION:-v1.14.7}
+KWOK_VERSION=${PHALANX_KWOK_VERSION:-v0.7.0}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
 BIN_DIR="$CACHE_ROOT/tools/bin"
 PLUGINS_DIR="$CACHE_ROOT/helm/plugins"
@@ -129,6 +132,16 @@ build_coredns() {
     "$BIN_DIR/coredns-$COREDNS_VERSION"
 }
 
+build_kwok() {
+  if [[ -x $BIN_DIR/kwok-$KWOK_VERSION ]]; then
+    log "kwok $KWOK_VERSION: cached"
+  else
+    go_build kwok "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok \
+      "$BIN_DIR/kwok-$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  fi
+  ln -sf "kwok-$KWOK_VERSION" "$BIN_DIR/kwok"
+}
+
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(helm helm-unittest kind)
 for t in "${targets[@]}"; do
@@ -137,7 +150,8 @@ for t in "${targets[@]}"; do
     helm-unittest) build_helm_unittest ;;
     kind) build_kind ;;
     coredns) build_coredns ;;
-    *) log "unknown tool: $t (known: helm helm-unittest kind coredns)"; exit 2 ;;
+    kwok) build_kwok ;;
+    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

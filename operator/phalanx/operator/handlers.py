@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from phalanx.models import labels
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import observe
-from phalanx.operator.execute import Executor, StatusConflictError
+from phalanx.operator.execute import Applied, Executor, StatusConflictError
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import ChildRefusal, Observed, PlannerConfig, plan
 
@@ -107,10 +107,20 @@ class Reconciler:
         started = time.perf_counter()
         now = datetime.now(UTC)
         decided = plan(job, observed, now, self.config)
+        planned = time.perf_counter()
+        self.metrics.reconcile_part.labels("plan").observe(planned - started)
+        executor = self.executor.for_job(raw, job)
+
+        def execute() -> Applied:
+            began = time.perf_counter()
+            self.metrics.reconcile_part.labels("wait").observe(began - planned)
+            try:
+                return executor.apply(decided, now)
+            finally:
+                self.metrics.reconcile_part.labels("execute").observe(time.perf_counter() - began)
+
         try:
-            loop = asyncio.get_running_loop()
-            executor = self.executor.for_job(raw, job)
-            applied = await loop.run_in_executor(self._pool, executor.apply, decided, now)
+            applied = await asyncio.get_running_loop().run_in_executor(self._pool, execute)
         except StatusConflictError:
             return CONFLICT_RETRY_SECONDS
         finally:

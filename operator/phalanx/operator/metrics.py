@@ -96,6 +96,13 @@ class OperatorMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )  # fmt: skip
+        self.reconcile_part = Histogram(
+            "phalanx_reconcile_part_seconds",
+            "Where a reconcile's time goes: plan (in the event loop), wait (for a free executor "
+            "thread) and execute (the writes to the API server)", ["part"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )  # fmt: skip
 
     def job_status(
         self, namespace: str, job: str, old: TrainingJobStatus | None, new: TrainingJobStatus

@@ -150,6 +150,9 @@ def test_image_pull_error_sets_a_condition_without_a_restart_loop(cluster: Clust
         30,
         "three more reconciles",
     )
+    # Each reconcile says where its time went: plan, wait for an executor thread, execute.
+    for part in ("plan", "wait", "execute"):
+        assert cluster.metric("phalanx_reconcile_part_seconds_count", part=part) >= before + 3
     status = cluster.status("badimage")
     assert (status["epoch"], status["restarts"]["total"]) == (1, 0)
     assert cluster.kubelet.pods("badimage", 1).keys() == {0, 1, 2, 3}

@@ -1,0 +1,118 @@
+"""The cluster around the operator in the control-plane benchmark: kube-scheduler and kwok on the
+project's API server, kwok's fake nodes, and what a node loss looks like to the control plane.
+
+Why kwok: a real kubelet per node would need a machine per node; kwok (sigs.k8s.io/kwok) plays
+every node's kubelet in one process, so pods are scheduled by the real kube-scheduler, bound,
+reported Running and deleted as on a cluster, at thousands of pods on a laptop.
+
+A node loss is played as the node lifecycle controller reports one once the node stopped posting
+status: kwok stops managing the node (its annotation is removed), its Ready condition becomes
+Unknown and it gets the `unreachable` taints, so the scheduler places nothing new there. Pods on
+it stay as they were until someone deletes them: the operator (with grace period 0, as for any
+pod on a lost node).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kubernetes import client as k8s
+
+from tests.support.controlplane import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[1]
+MANAGED = "kwok.x-k8s.io/node"
+"""The annotation kwok selects the nodes it plays by."""
+SCHEDULER_QPS = 500
+"""The scheduler's client rate (its default, 50/s, binds 8 000 pods in 160 s; large clusters
+raise it, as this does)."""
+
+
+def _tool(script: str, name: str) -> Path:
+    directory = subprocess.run(["bash", str(ROOT / "tests/tools" / script), "--print-dir"],
+                               check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    path = Path(directory) / name
+    if not path.exists():
+        how = "k8s-binaries.sh kube-scheduler" if script.startswith("k8s") else f"{script} kwok"
+        raise SystemExit(f"{path} is missing: build it with `bash tests/tools/{how}`")
+    return path
+
+
+@contextlib.contextmanager
+def scheduler_and_kwok(plane: ControlPlane, workdir: Path) -> Iterator[None]:
+    """kube-scheduler and kwok running against `plane` until the block ends."""
+    config = workdir / "scheduler.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        f"clientConnection: {{kubeconfig: {plane.kubeconfig}, qps: {SCHEDULER_QPS}, "
+        f"burst: {2 * SCHEDULER_QPS}}}\nleaderElection: {{leaderElect: false}}\n"
+    )
+    commands = {
+        "kube-scheduler": [str(_tool("k8s-binaries.sh", "kube-scheduler")), f"--config={config}",
+                           "--secure-port=0", "--v=1"],
+        "kwok": [str(_tool("cluster-tools.sh", "kwok")), f"--kubeconfig={plane.kubeconfig}",
+                 "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={MANAGED}=fake",
+                 "--cidr=10.0.0.1/16", "--node-ip=10.0.0.1"],
+    }  # fmt: skip
+    processes = []
+    try:
+        for name, argv in commands.items():
+            with (workdir / f"{name}.log").open("wb") as log:
+                processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+        yield
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def node_name(index: int) -> str:
+    return f"kwok-node-{index:04d}"
+
+
+def add_nodes(core: k8s.CoreV1Api, count: int) -> list[str]:
+    """`count` kwok nodes, each with room for 110 pods. The API server taints a new node
+    not-ready; the node lifecycle controller (not run here) lifts the taint once the node is
+    Ready, kwok makes it Ready, and this lifts the taint."""
+    room = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+
+    def add(index: int) -> str:
+        name = node_name(index)
+        core.create_node({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {MANAGED: "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
+            "status": {"capacity": room, "allocatable": room},
+        })  # fmt: skip
+        core.patch_node(name, {"spec": {"taints": []}})
+        return name
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(add, range(count)))
+
+
+def lose_nodes(core: k8s.CoreV1Api, names: list[str]) -> None:
+    """The nodes stop: kwok no longer plays them, Ready is Unknown, the unreachable taints."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def lose(name: str) -> None:
+        core.patch_node(name, {"metadata": {"annotations": {MANAGED: None}}, "spec": {"taints": [
+            {"key": "node.kubernetes.io/unreachable", "effect": effect, "timeAdded": now}
+            for effect in ("NoSchedule", "NoExecute")]}})  # fmt: skip
+        core.patch_node_status(name, {"status": {"conditions": [{
+            "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": now, "lastTransitionTime": now}]}})  # fmt: skip
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lose, names))
