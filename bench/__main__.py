@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 K8S_VERSION = os.environ.get("PHALANX_K8S_VERSION", "v1.33.13")
 """The API server the control-plane benchmark runs (tests/tools/k8s-binaries.sh's pin)."""
 
+PROFILE = "bench/results/suite/operator-profile.raw"
+"""Where the full mode's profile of the operator at 1 000 jobs goes (py-spy, collapsed stacks)."""
+
 MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
     "quick": {
@@ -39,7 +42,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # gets a window of at least 180 s and one interval, so 30 s sees 6 failures and 600 s one.
     "full": {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
-        "controlplane": (["--jobs", "100,300,1000", "--storm", "100"], 3600),
+        "controlplane": (["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE], 3600),
         "api": (["--jobs", "1000", "--rounds", "5"], 1800),
         "detection": (["--faults", "5"], 1200),
         "intervals": (

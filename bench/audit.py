@@ -57,8 +57,10 @@ def _seconds(stamp: str) -> float:
 
 def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
     """The operator's requests received between two wall-clock times: how many, by verb and
-    resource, and the API server's time for the ones that end (watches excluded), p50/p99."""
+    resource, the answers' status codes and the API server's time for the requests that end
+    (watches excluded), p50/p99."""
     by_verb: Counter[str] = Counter()
+    by_code: Counter[int] = Counter()
     served: list[float] = []
     for line in (workdir / "audit.log").read_text().splitlines():
         event = json.loads(line)
@@ -78,9 +80,11 @@ def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
             by_verb[f"{verb} {resource}{'/' + subresource if subresource else ''}"] += 1
         if verb != "watch" and event["stage"] == "ResponseComplete":
             served.append(_seconds(event["stageTimestamp"]) - received)
+            by_code[(event.get("responseStatus") or {}).get("code", 0)] += 1
     served.sort()
     return {
         "requests": sum(by_verb.values()), "by_verb": dict(by_verb.most_common()),
+        "by_code": dict(sorted(by_code.items())),
         "p50": statistics.median(served) if served else 0.0,
         "p99": served[min(len(served) - 1, int(0.99 * len(served)))] if served else 0.0,
     }  # fmt: skip

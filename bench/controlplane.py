@@ -13,9 +13,11 @@ Measured for each job count, on a fresh API server:
 - the operator's CPU seconds and peak RSS, beside the CPU of etcd, the API server, the scheduler
   and kwok (all share this machine's cores);
 - a failure storm: nodes lost at once until `--storm` jobs each lost one (a node holds pods of
-  several jobs), -> every one of them Running again in a new epoch on other nodes.
+  several jobs), -> every one of them Running again in a new epoch on other nodes;
+- with `--profile`, where the operator's CPU goes at the largest count (py-spy, 20 samples a
+  second, the process not paused).
 
-Usage: python -m bench.controlplane [--jobs 200] [--nodes 8] [--storm 100]
+Usage: python -m bench.controlplane [--jobs 200] [--nodes 8] [--storm 100] [--profile op.raw]
                                     [--out bench/results/controlplane.md] [--json figures.json]
 
 `--jobs` may list several counts (`50,100,200`): the JSON holds one entry per count (latency
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,6 +47,7 @@ from kubernetes import config as k8s_config
 
 from bench import kwok
 from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
+from bench.profile import summarise
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import ControlPlane, free_port, running_control_plane, wait_until
@@ -118,7 +122,16 @@ def storm_nodes(tally: Tally, jobs: int) -> tuple[list[str], set[str]]:
     return chosen, hit
 
 
-def measure(jobs: int, nodes: int, storm: int) -> dict[str, Any]:
+def profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling `pid` 20 times a second without pausing it, until it exits: collapsed
+    stacks in `out` (`python -m bench.profile` summarises them)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "20", "--nonblocking",
+                             "--format", "raw", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None) -> dict[str, Any]:
     """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures."""
     with tempfile.TemporaryDirectory() as tmp, \
          running_control_plane(Path(tmp), audit_args(Path(tmp))) as plane:  # fmt: skip
@@ -129,17 +142,18 @@ def measure(jobs: int, nodes: int, storm: int) -> dict[str, Any]:
             kwok.add_nodes(core, -(-jobs * nodes // PODS_PER_NODE) + PODS_PER_NODE)
             tally = Tally()
             start_watches(api, NAMESPACE, tally, "phalanx.dev/role=node")
-            return _run(plane, Path(tmp), core, custom, tally, jobs, nodes, storm)
+            return _run(plane, Path(tmp), core, custom, tally, jobs, nodes, storm, profile)
 
 
 def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi,
-         tally: Tally, jobs: int, nodes: int, storm: int) -> dict[str, Any]:  # fmt: skip
+         tally: Tally, jobs: int, nodes: int, storm: int, profile: Path | None) -> dict[str, Any]:  # fmt: skip
     port = free_port()
     env = {**os.environ, "PHALANX_OPERATOR_NAMESPACES": json.dumps([NAMESPACE]),
            "PHALANX_OPERATOR_KUBECONFIG": str(operator_kubeconfig(plane, tmp)),
            "PHALANX_OPERATOR_METRICS_PORT": str(port), "PHALANX_OPERATOR_LIVENESS_ENDPOINT": ""}  # fmt: skip
     operator = subprocess.Popen([sys.executable, "-m", "phalanx.operator"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    spy = profiler(operator.pid, profile) if profile is not None else None
     others = {"etcd": plane.pids[0], "kube-apiserver": plane.pids[1],
               "kube-controller-manager": plane.pids[2]} | {
         p.name(): p.pid for p in psutil.Process().children() if p.name() in ("kube-scheduler", "kwok")
@@ -176,6 +190,8 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
     finally:
         operator.kill()
         operator.wait()
+        if spy is not None:
+            spy.wait(timeout=60)  # it writes its file once the operator is gone
     scale_up = requests_between(tmp, wall_started, wall_storm)
     in_storm = requests_between(tmp, wall_storm, wall_end)
     reconciles = before_storm["reconcile"][-1][1]
@@ -190,7 +206,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "reconcile_p99": histogram_quantile(0.99, before_storm["reconcile"]),
         "reconcile_parts": parts,
         "api_requests": scale_up["requests"], "api_requests_per_reconcile": scale_up["requests"] / max(reconciles, 1),
-        "api_by_verb": scale_up["by_verb"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
+        "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
         "storm_nodes": len(lost), "storm_jobs": len(hit), "storm_recovered": storm_recovered,
         "storm_reconciles": storm_reconciles,
         "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
@@ -236,12 +252,18 @@ def main() -> int:
     parser.add_argument(
         "--storm", type=int, default=100, help="jobs to hit with lost nodes at once"
     )
+    parser.add_argument("--profile", type=Path,
+                        help="profile the operator at the largest job count with py-spy, into this file")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
     parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
     series = []
-    for count in args.jobs.split(","):
-        series.append(measure(int(count), args.nodes, args.storm))
+    counts = [int(n) for n in args.jobs.split(",")]
+    for count in counts:
+        profile = args.profile if count == counts[-1] else None
+        series.append(measure(count, args.nodes, args.storm, profile))
+        if profile is not None and profile.exists():
+            series[-1]["profile"] = summarise(profile.read_text())
         print(json.dumps(series[-1]), flush=True)
         if args.json is not None:  # after each count: a run stopped at its limit keeps the rest
             args.json.write_text(json.dumps({"series": series}, indent=1))

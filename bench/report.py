@@ -243,6 +243,16 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
         + ", ".join(f"{k} {v}" for k, v in last["api_by_verb"].items())
         + ".",
     ]
+    if "profile" in last:
+        profile = last["profile"]
+        lines += ["", f"Where the operator's time goes at {last['jobs']} jobs (py-spy, "
+                  f"{profile['samples']} samples of its busy threads; `ssl` includes threads waiting "
+                  "for the API server's answers): by the library the sample is in, "
+                  + ", ".join(f"{k} {_pct(v)}" for k, v in profile["self_by_library"].items())
+                  + "; by the operator's own functions, with what they call, "
+                  + ", ".join(f"`{k.removeprefix('phalanx.operator.')}` {_pct(v)}"
+                              for k, v in profile["inclusive_by_phalanx_function"].items())
+                  + "."]  # fmt: skip
     return lines
 
 
