@@ -101,12 +101,20 @@ def add_nodes(core: k8s.CoreV1Api, count: int) -> list[str]:
         return list(pool.map(add, range(count)))
 
 
+def stop_playing(core: k8s.CoreV1Api, names: list[str]) -> None:
+    """kwok no longer plays the nodes: their kubelets are gone, no heartbeat is posted."""
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: core.patch_node(name, {"metadata": {"annotations": {
+            MANAGED: None}}}), names))  # fmt: skip
+
+
 def lose_nodes(core: k8s.CoreV1Api, names: list[str]) -> None:
     """The nodes stop: kwok no longer plays them, Ready is Unknown, the unreachable taints."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stop_playing(core, names)
 
     def lose(name: str) -> None:
-        core.patch_node(name, {"metadata": {"annotations": {MANAGED: None}}, "spec": {"taints": [
+        core.patch_node(name, {"spec": {"taints": [
             {"key": "node.kubernetes.io/unreachable", "effect": effect, "timeAdded": now}
             for effect in ("NoSchedule", "NoExecute")]}})  # fmt: skip
         core.patch_node_status(name, {"status": {"conditions": [{

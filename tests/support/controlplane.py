@@ -81,6 +81,8 @@ class ControlPlane:
     server: str = ""
     apiserver_args: tuple[str, ...] = ()
     """More kube-apiserver flags (the control-plane benchmark's audit log and token file)."""
+    controllers: str = "garbagecollector,namespace"
+    """kube-controller-manager's controllers (the detection benchmark adds nodelifecycle)."""
     kubeconfig: Path = field(init=False)
     pki: Pki = field(init=False)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -220,14 +222,14 @@ class ControlPlane:
         wait_until(lambda: self._healthy(f"{self.server}/readyz"), START_TIMEOUT_S, "apiserver")
 
     def _start_controller_manager(self) -> None:
-        """Only the controllers tests rely on: garbage collection (owner references) and
-        namespace deletion. Pods are never scheduled or run here: tests play kubelet."""
+        """By default only the controllers tests rely on: garbage collection (owner references)
+        and namespace deletion. Pods are never scheduled or run here: tests play kubelet."""
         self._spawn(
             "kube-controller-manager",
             [
                 str(self.bin_dir / "kube-controller-manager"),
                 f"--kubeconfig={self.kubeconfig}",
-                "--controllers=garbagecollector,namespace",
+                f"--controllers={self.controllers}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--use-service-account-credentials=false",
@@ -281,13 +283,17 @@ current-context: phalanx-test
 
 @contextlib.contextmanager
 def running_control_plane(
-    workdir: Path | None = None, apiserver_args: tuple[str, ...] = ()
+    workdir: Path | None = None,
+    apiserver_args: tuple[str, ...] = (),
+    controllers: str = ControlPlane.controllers,
 ) -> Iterator[ControlPlane]:
     """A started control plane, stopped on exit."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="phalanx-cp-")))
-        plane = ControlPlane(workdir=workdir, apiserver_args=apiserver_args)
+        plane = ControlPlane(
+            workdir=workdir, apiserver_args=apiserver_args, controllers=controllers
+        )
         plane.start()
         stack.callback(plane.stop)
         yield plane
