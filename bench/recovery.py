@@ -26,11 +26,13 @@ snapshots (`snapshot`): the median step time with and without them, back to back
 
 Usage: python -m bench.recovery [--failures 20] [--minutes 10] [--sparse-minutes 10]
                 [--only worker,spare,shrink,torchrun,snapshot,nofail,goodput,sparse]
+                [--out bench/results/recovery.md] [--json figures.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -199,6 +201,22 @@ def _breakdown(recoveries: list[Recovery]) -> str:
     return ", ".join(f"{n} {statistics.median(p.get(n, 0.0) for p in parts):.2f}" for n in names)
 
 
+def figures(results: dict[str, list[Recovery]]) -> dict[str, Any]:
+    """Each scenario's recoveries for the suite's report: seconds, p50/p99, median parts."""
+    out: dict[str, Any] = {}
+    for key, recoveries in results.items():
+        values = [r.seconds for r in recoveries]
+        parts = [r.parts for r in recoveries if r.parts]
+        out[key] = {
+            "what": SCENARIOS[key][0], "seconds": values,
+            "p50": percentile(values, 0.5) if values else None,
+            "p99": percentile(values, 0.99) if values else None,
+            "parts": {n: statistics.median(p.get(n, 0.0) for p in parts) for n in PARTS} if parts else {},
+            "restarts": sorted({r.restarts for r in recoveries}),
+        }  # fmt: skip
+    return {"scenarios": out}
+
+
 SCENARIOS: dict[str, tuple[str, Callable[[int, Path], list[Recovery]]]] = {
     "worker": ("a worker SIGKILLed (pod survives)", lambda n, d: phalanx_scenario("worker", n, d)),
     "spare": ("a node lost, hot spare", lambda n, d: phalanx_scenario("spare", n, d)),
@@ -217,6 +235,7 @@ def main() -> int:
     parser.add_argument("--sparse-minutes", type=float, default=10,
                         help="the run with a single failure, in its middle")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/recovery.md"))
+    parser.add_argument("--json", type=Path, help="also write the recoveries here, as JSON")
     args = parser.parse_args()
     chosen = args.only.split(",")
     results: dict[str, list[Recovery]] = {}
@@ -338,7 +357,10 @@ def main() -> int:
             )
             + ".",
         ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures(results), indent=1))
     print("\n".join(lines))
     return 0
 
