@@ -29,13 +29,18 @@ K8S_VERSION = os.environ.get("PHALANX_K8S_VERSION", "v1.33.13")
 PROFILE = "bench/results/suite/operator-profile.raw"
 """Where the full mode's profile of the operator at 1 000 jobs goes (py-spy, collapsed stacks)."""
 
+RECOVERY = "worker,spare,shrink,torchrun"
+"""The recovery benchmark's time-to-recover scenarios (its long goodput runs are the intervals
+benchmark's business here)."""
+
 MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
     "quick": {
         "checkpoint": (["--sizes", "small", "--repeats", "1"], 600),
         "controlplane": (["--jobs", "10,20", "--storm", "5"], 600),
         "api": (["--jobs", "200", "--requests", "10", "--rounds", "2", "--warmup", "5"], 600),
-        "detection": (["--faults", "2"], 600),
+        "detection": (["--faults", "2", "--nodes", "2"], 600),
+        "recovery": (["--failures", "2", "--only", RECOVERY], 600),
         "intervals": (["--intervals", "10,20", "--seconds", "40", "--baseline-seconds", "30"], 900),
     },
     # The full mode fits a working session on 2 cores (about 100 minutes): each failure interval
@@ -44,7 +49,8 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
         "controlplane": (["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE], 3600),
         "api": (["--jobs", "1000", "--rounds", "5"], 1800),
-        "detection": (["--faults", "5"], 1200),
+        "detection": (["--faults", "5", "--nodes", "5"], 1200),
+        "recovery": (["--failures", "10", "--only", RECOVERY], 1800),
         "intervals": (
             ["--intervals", "30,60,120,300,600", "--seconds", "180", "--baseline-seconds", "180"],
             3 * 3600,

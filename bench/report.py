@@ -15,6 +15,7 @@ from typing import Any
 
 import matplotlib
 
+from bench import targets
 from bench.intervals import bound
 
 matplotlib.use("Agg")  # files only, no display
@@ -149,8 +150,10 @@ DETECTION_NOTE = (
     "found when the job's step stops moving for its hang timeout: the quickstart job measured "
     "here sets `failurePolicy.hangTimeoutSeconds: 10`; unset, it adapts, max(30 s, 10 x the "
     "step time). Without Phalanx, the healthy ranks wait in the collective for torch's default "
-    "process-group timeout. Kubernetes' figure is its configuration default, not a measurement "
-    "of this run."
+    "process-group timeout. Kubernetes' figure is measured in the same run: kwok nodes stop "
+    "posting status on the project's API server and the real node lifecycle controller, at its "
+    "defaults (a 50 s grace period, counted from the last status change it saw, checked every "
+    "5 s), marks them NotReady; nodes are stopped one after another across one check period."
 )
 
 
@@ -184,6 +187,27 @@ def _api_rows(series: list[Figures]) -> list[str]:
     return rows
 
 
+def _recovery_section(figures: Figures) -> list[str]:
+    scenarios = figures["scenarios"]
+    lines = ["## Time to recover: the fault to the first training step of the new epoch", "",
+             "The quickstart job (4 nodes x 1 process) on the local backend; the baseline is "
+             "stock `torchrun --max-restarts` running the same trainer, one worker SIGKILLed.", "",
+             "| fault | failures | p50 | p99 | p50, torchrun / this |",
+             "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    theirs = scenarios.get("torchrun", {}).get("p50")
+    for name, s in scenarios.items():
+        p50, p99 = s["p50"], s["p99"]
+        ratio = _ratio(theirs, p50) if theirs and p50 and name != "torchrun" else "-"
+        lines.append(
+            f"| {s['what']} | {len(s['seconds'])} | {'-' if p50 is None else f'{p50:.2f} s'} "
+            f"| {'-' if p99 is None else f'{p99:.2f} s'} | {ratio} |"
+        )
+    lines += ["", "Where the seconds go (medians, the new epoch's rank 0 from the fault on):", ""]
+    lines += [f"- {s['what']}: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["parts"].items())
+              for s in scenarios.values() if s["parts"]]  # fmt: skip
+    return [*lines, ""]
+
+
 def _checkpoint_section(figures: Figures) -> list[str]:
     lines = ["## Checkpoint cost: training time blocked per save", "",
              "Blocked per save, and in brackets as a share of step time at the default cadence (a "
@@ -202,6 +226,11 @@ def _checkpoint_section(figures: Figures) -> list[str]:
             f"| {m['save_mib_per_s']:.0f} / {m['dd_mib_per_s']:.0f} MiB/s "
             f"({_ratio(m['save_mib_per_s'], m['dd_mib_per_s'])}) |"
         )
+    lines += ["", "Of an async save's blocked time, the `save()` call itself (DCP's planning and "
+              "the launch of the upload) took "
+              + ", ".join(f"{m['async_call'] * 1000:.0f} ms ({m['model']})"
+                          for m in figures["models"] if "async_call" in m)
+              + "; the rest is the staging copy into reused host buffers."]  # fmt: skip
     r = figures.get("reshard")
     if r:
         lines += ["", f"Resharded load: {r['model']}, {r['size_mib']:.0f} MiB saved FSDP2-sharded "
@@ -268,7 +297,16 @@ def render(results: Figures, out: Path) -> str:
         f"{about['machine']}. Versions: {about['versions']}. Every figure sits beside its "
         "baseline, measured in the same run, back to back.",
         "",
+        "Reproduce: `make bench` (this mode; it builds kube-scheduler and kwok once) or `make "
+        "bench-quick` (minutes); `python -m bench.report bench/results/suite/bench.json` "
+        "rewrites this page from the figures. Seconds each benchmark took: "
+        + ", ".join(f"{k} {v:.0f}" for k, v in about["seconds"].items())
+        + ".",
+        "",
     ]
+    met = targets.table(results)
+    if met:
+        lines += ["## Targets", "", *met, ""]
     if "intervals" in results:
         figures = results["intervals"]
         goodput_plot(figures, img / "goodput-vs-interval.png")
@@ -279,6 +317,8 @@ def render(results: Figures, out: Path) -> str:
         if shortest is not None:
             timeline_plot(shortest, img / "timeline.png")
             lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
+    if "recovery" in results:
+        lines += _recovery_section(results["recovery"])
     if "detection" in results:
         lines += ["## Detection: the fault to the planner's decision", "",
                   "| fault | decisions | median | max | without Phalanx | ratio |",
