@@ -22,6 +22,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 Figures = dict[str, Any]
+TOP_VERBS = 10
+"""How many of the operator's request kinds the control-plane section names."""
 COLOURS = {"phalanx": "tab:blue", "torchrun": "tab:orange"}
 
 
@@ -253,7 +255,8 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
     for s in series:
         lines.append(
             f"| {s['jobs']} x {s['nodes']} | {s['all_created']:.1f} s | {s['all_running']:.1f} s "
-            f"| {s['reconcile_p50'] * 1000:.0f} / {s['reconcile_p99'] * 1000:.0f} ms "
+            f"| {targets.reconcile_latency(s['reconcile_p50'])} / "
+            f"{targets.reconcile_latency(s['reconcile_p99'])} "
             f"| {s['api_server_p50'] * 1000:.0f} / {s['api_server_p99'] * 1000:.0f} ms "
             f"| {s['api_requests_per_reconcile']:.2f} | {s['cpu_seconds']['operator']:.0f} s "
             f"| {s['peak_rss_mib']:.0f} MiB | {s['storm_nodes']}, {s['storm_jobs']} -> "
@@ -264,13 +267,17 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
     lines += [
         "",
         f"At {last['jobs']} jobs, where a reconcile's time goes (p99): plan "
-        f"{parts['plan']['p99'] * 1000:.0f} ms, waiting for an executor thread "
-        f"{parts['wait']['p99'] * 1000:.0f} ms, execute (its API writes) "
-        f"{parts['execute']['p99'] * 1000:.0f} ms. CPU seconds over the run: "
+        f"{targets.reconcile_latency(parts['plan']['p99'])}, waiting for an executor thread "
+        f"{targets.reconcile_latency(parts['wait']['p99'])} (p50 "
+        f"{targets.reconcile_latency(parts['wait']['p50'])}), execute (its API writes) "
+        f"{targets.reconcile_latency(parts['execute']['p99'])}. CPU seconds over the run: "
         + ", ".join(f"{k} {v:.0f}" for k, v in last["cpu_seconds"].items())
-        + ". The operator's requests (audit log): "
-        + ", ".join(f"{k} {v}" for k, v in last["api_by_verb"].items())
-        + ".",
+        + f". The operator's requests (audit log), the {TOP_VERBS} most frequent: "
+        + ", ".join(f"{k} {v}" for k, v in list(last["api_by_verb"].items())[:TOP_VERBS])
+        + f"; {sum(list(last['api_by_verb'].values())[TOP_VERBS:])} others (discovery, lists "
+        "and watches). Answers by status code: "
+        + ", ".join(f"{k} {v}" for k, v in last["api_by_code"].items())
+        + " (a 409 is a create of what exists already).",
     ]
     if "profile" in last:
         profile = last["profile"]
@@ -281,7 +288,8 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
                   + "; by the operator's own functions, with what they call, "
                   + ", ".join(f"`{k.removeprefix('phalanx.operator.')}` {_pct(v)}"
                               for k, v in profile["inclusive_by_phalanx_function"].items())
-                  + "."]  # fmt: skip
+                  + ". `<module>` and `main` are the event loop's thread (kopf's watches, "
+                  "indices and handlers); the executor's threads run `execute`."]  # fmt: skip
     return lines
 
 

@@ -13,6 +13,17 @@ from typing import Any
 
 Figures = dict[str, Any]
 MB_PER_MIB = 2**20 / 10**6
+RECONCILE_TOP_BUCKET = 30.0
+"""The last finite bucket of `phalanx_reconcile_duration_seconds` and `..._part_seconds`: a
+quantile past it reads as this value, so it means "at least"."""
+
+
+def reconcile_latency(seconds: float) -> str:
+    """A reconcile (or reconcile part) quantile in ms, or a floor where it is past the
+    histogram's last bucket."""
+    if seconds >= RECONCILE_TOP_BUCKET:
+        return f">= {RECONCILE_TOP_BUCKET * 1000:.0f} ms (past the last bucket)"
+    return f"{seconds * 1000:.0f} ms"
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ def _controlplane(series: list[Figures]) -> list[Check]:
         Check(f"{last['pods']} pods created <= 60 s after the apply (target set at 8 000)",
               f"{last['all_created']:.1f} s", last["all_created"] <= 60),
         Check(f"reconcile p99 <= 1 s at {last['jobs']} jobs",
-              f"{last['reconcile_p99'] * 1000:.0f} ms", last["reconcile_p99"] <= 1.0),
+              reconcile_latency(last["reconcile_p99"]), last["reconcile_p99"] <= 1.0),
         Check(f"operator RSS <= 300 MB at {last['jobs']} jobs", f"{rss_mb:.0f} MB", rss_mb <= 300),
     ]  # fmt: skip
 

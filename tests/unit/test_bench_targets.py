@@ -2,7 +2,7 @@
 
 Covers: a target is met at its limit and missed just past it (recovery p50 and p99, goodput at a
 failure every 60 s, async vs sync blocking, in-memory share of step time, pods created, reconcile
-p99, RSS in MB from MiB); a shrink with two restarts for one failure misses; a run without a
+p99, RSS in MB from MiB; a p99 past the histogram's last bucket reads as a floor); a shrink with two restarts for one failure misses; a run without a
 benchmark's figures gets none of its rows; the Markdown marks a miss.
 """
 
@@ -57,6 +57,9 @@ def test_controlplane_targets_read_the_largest_count_and_rss_in_megabytes() -> N
     assert verdicts({"controlplane": {"series": [small, large]}}) == [True, True, True]
     large["peak_rss_mib"] = 287.0  # 300.9 MB
     assert verdicts({"controlplane": {"series": [small, large]}}) == [True, True, False]
+    large["reconcile_p99"] = 30.0  # past the histogram's last finite bucket: a floor
+    p99 = checks({"controlplane": {"series": [large]}})[1]
+    assert (p99.measured, p99.met) == (">= 30000 ms (past the last bucket)", False)
 
 
 def test_a_run_without_figures_has_no_targets_and_a_miss_is_marked() -> None:
