@@ -99,7 +99,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faults", type=int, default=10, help="faults of each kind")
     parser.add_argument("--nodes", type=int, default=5,
-                        help="kwok nodes lost at once for Kubernetes' NodeReady baseline")  # fmt: skip
+                        help="kwok nodes stopped, one after another, for Kubernetes' NodeReady baseline")  # fmt: skip
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     args = parser.parse_args()
     figures: dict[str, Any] = {"scenarios": {}}
