@@ -43,8 +43,9 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
         "recovery": (["--failures", "2", "--only", RECOVERY], 600),
         "intervals": (["--intervals", "10,20", "--seconds", "40", "--baseline-seconds", "30"], 900),
     },
-    # The full mode fits a working session on 2 cores (about 100 minutes): each failure interval
-    # gets a window of at least 180 s and one interval, so 30 s sees 6 failures and 600 s one.
+    # The full mode fits a working session on 2 cores (77 minutes measured, 56 of them the
+    # intervals): each failure interval gets a window of at least 180 s and one interval, so 30 s
+    # sees 6 failures and 600 s one.
     "full": {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
         "controlplane": (["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE], 3600),
