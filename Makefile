@@ -147,7 +147,7 @@ bench: $(SETUP) bench-tools ## Every benchmark, full mode (77 min on 2 cores): b
 	$(PYTHON) -m bench --full
 
 .PHONY: bench-quick
-bench-quick: $(SETUP) bench-tools ## Every benchmark in a few minutes (quick mode): the same outputs, smaller figures
+bench-quick: $(SETUP) bench-tools ## Every benchmark in about 11 min (quick mode): the same outputs, smaller figures
 	$(PYTHON) -m bench --quick
 
 .PHONY: bench-controlplane

@@ -306,7 +306,7 @@ def render(results: Figures, out: Path) -> str:
         "baseline, measured in the same run, back to back.",
         "",
         "Reproduce: `make bench` (this mode; it builds kube-scheduler and kwok once) or `make "
-        "bench-quick` (minutes); `python -m bench.report bench/results/suite/bench.json` "
+        "bench-quick` (about 11 minutes here); `python -m bench.report bench/results/suite/bench.json` "
         "rewrites this page from the figures. Seconds each benchmark took: "
         + ", ".join(f"{k} {v:.0f}" for k, v in about["seconds"].items())
         + ".",
