@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from phalanx.operator.metrics import RECONCILE_BUCKETS
+
 Figures = dict[str, Any]
 MB_PER_MIB = 2**20 / 10**6
-RECONCILE_TOP_BUCKET = 30.0
-"""The last finite bucket of `phalanx_reconcile_duration_seconds` and `..._part_seconds`: a
-quantile past it reads as this value, so it means "at least"."""
+RECONCILE_TOP_BUCKET = float(RECONCILE_BUCKETS[-1])
+"""The last finite bucket of the operator's reconcile histograms: a quantile past it reads as
+this value, so it means "at least"."""
 
 
 def reconcile_latency(seconds: float) -> str:
