@@ -193,12 +193,15 @@ def _row(name: str, recoveries: list[Recovery]) -> str:
     )
 
 
-def _breakdown(recoveries: list[Recovery]) -> str:
+def median_parts(recoveries: list[Recovery]) -> dict[str, float]:
+    """Each start-up part's median over the recoveries that have their parts; {} if none."""
     parts = [r.parts for r in recoveries if r.parts]
-    if not parts:
-        return "-"
-    names = list(parts[0])
-    return ", ".join(f"{n} {statistics.median(p.get(n, 0.0) for p in parts):.2f}" for n in names)
+    return {n: statistics.median(p.get(n, 0.0) for p in parts) for n in PARTS} if parts else {}
+
+
+def _breakdown(recoveries: list[Recovery]) -> str:
+    medians = median_parts(recoveries)
+    return ", ".join(f"{n} {v:.2f}" for n, v in medians.items()) if medians else "-"
 
 
 def figures(results: dict[str, list[Recovery]]) -> dict[str, Any]:
@@ -206,12 +209,11 @@ def figures(results: dict[str, list[Recovery]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, recoveries in results.items():
         values = [r.seconds for r in recoveries]
-        parts = [r.parts for r in recoveries if r.parts]
         out[key] = {
             "what": SCENARIOS[key][0], "seconds": values,
             "p50": percentile(values, 0.5) if values else None,
             "p99": percentile(values, 0.99) if values else None,
-            "parts": {n: statistics.median(p.get(n, 0.0) for p in parts) for n in PARTS} if parts else {},
+            "parts": median_parts(recoveries),
             "restarts": sorted({r.restarts for r in recoveries}),
         }  # fmt: skip
     return {"scenarios": out}
