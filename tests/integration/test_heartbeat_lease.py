@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from phalanx.models import TrainingJob
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator import builder, observe
+from phalanx.trainer.agent.kubeapi import KubeAPI, KubeError
 from phalanx.trainer.agent.sinks import LeaseSink
 from tests.support.controlplane import ControlPlane
 
@@ -45,16 +45,13 @@ def test_pods_update_only_their_jobs_lease(
     token = core.create_namespaced_service_account_token(
         "mine-phalanx", namespace, request
     ).status.token
-    config = k8s.Configuration()
-    config.host, config.ssl_ca_cert = control_plane.server, str(control_plane.pki.ca_cert)
-    config.api_key = {"authorization": f"Bearer {token}"}
-
-    with k8s.ApiClient(config) as as_pod:
-        beat = Heartbeat(epoch=3, step=42, loss=1.5, rank_step_seconds=[0.1, 0.2], window_steps=20)
-        LeaseSink(namespace, "mine-heartbeat", "mine-3-0", api=as_pod).publish(beat)
-        with pytest.raises(ApiException) as denied:
-            LeaseSink(namespace, "other-heartbeat", "mine-3-0", api=as_pod).publish(beat)
-        assert denied.value.status == 403
+    as_pod = KubeAPI(control_plane.server, token=token, ca_file=control_plane.pki.ca_cert)
+    beat = Heartbeat(epoch=3, step=42, loss=1.5, rank_step_seconds=[0.1, 0.2], window_steps=20)
+    raw = beat.model_dump_json(by_alias=True, exclude_none=True)
+    LeaseSink(namespace, "mine-heartbeat", "mine-3-0", api=as_pod).publish(raw)
+    with pytest.raises(KubeError) as denied:
+        LeaseSink(namespace, "other-heartbeat", "mine-3-0", api=as_pod).publish(raw)
+    assert denied.value.status == 403
 
     stored = leases.read_namespaced_lease("mine-heartbeat", namespace)
     assert stored.spec.holder_identity == "mine-3-0"

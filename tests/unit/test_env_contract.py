@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from phalanx.models import TrainingJob, env
-from phalanx.models.assignment import EpochAssignment
 from phalanx.operator.builder import BuildSettings, node_pod
 from phalanx.operator.builder.env import pod_env
 from phalanx.trainer.agent.main import epoch_env
+from phalanx.trainer.agent.wire import Assignment
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.contract import PodEnv
 
@@ -67,7 +67,7 @@ def test_trainer_parses_the_pod_the_operator_renders(
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
 
-    parsed = PodEnv()
+    parsed = PodEnv.read()
     assert (parsed.nnodes, parsed.node_rank, parsed.nproc_per_node) == (3, rank, 4)
     assert parsed.master_addr == "llm-5-0.llm.team.svc.cluster.local"
     assert (parsed.job, parsed.namespace, parsed.epoch) == ("llm", "team", 5)
@@ -113,7 +113,7 @@ def test_a_pod_that_is_its_only_worker_gets_the_pytorchjob_ranks(rank: int) -> N
     expected = {env.RANK: str(rank), env.WORLD_SIZE: "3", env.LOCAL_RANK: "0",
                 env.LOCAL_WORLD_SIZE: "1"}  # fmt: skip
     assert {name: variables.get(name) for name in expected} == expected
-    worker = PodEnv.model_validate(variables).worker_env(0)
+    worker = PodEnv.read(variables).worker_env(0)
     assert {name: worker[name] for name in expected} == expected
 
 
@@ -127,7 +127,7 @@ def test_an_in_place_restart_gives_a_carried_over_pod_its_new_ranks() -> None:
     """The agent re-ranks a pod carried into a new epoch: RANK and WORLD_SIZE on a pod that is
     its only worker follow the assignment, with the rendezvous and torchrun's PET_* spelling."""
     base = pod_env(_one_process_per_pod(), 1, 2, 3, BuildSettings())
-    assignment = EpochAssignment(
+    assignment = Assignment(
         epoch=2, nodes=2, master_addr="10.0.0.7", master_port=4321, ranks={"llm-1-2": 0}
     )
     merged = epoch_env(base, assignment, node_rank=0)

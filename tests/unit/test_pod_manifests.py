@@ -15,12 +15,13 @@ from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
 from tests.support.manifests import example_paths, load_yaml
 
 
+@pytest.mark.parametrize("inject", [False, True], ids=["bare", "agent-injected"])
 @pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.stem)
-def test_node_and_standby_pods_of_every_example_are_valid_pods(path: object) -> None:
+def test_node_and_standby_pods_of_every_example_are_valid_pods(path: object, inject: bool) -> None:
     manifest = load_yaml(path)  # type: ignore[arg-type]
     manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
     job = TrainingJob.model_validate(manifest)
-    settings = BuildSettings()
+    settings = BuildSettings(agent_image="phalanx/controlplane:0.1.0" if inject else None)
     built = (
         node_pod(job, 1, 0, 2, settings),
         *(standby_pod(job, 1, 0, settings, warm=w) for w in (False, True)),

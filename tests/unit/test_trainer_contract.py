@@ -7,10 +7,9 @@ a missing or inconsistent variable is refused naming the variable.
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from phalanx.models import env
-from phalanx.trainer.contract import PodEnv
+from phalanx.trainer.contract import EnvError, PodEnv
 
 POD = {
     env.MASTER_ADDR: "job-0-0.job.ns.svc",
@@ -26,7 +25,7 @@ def pod_env(monkeypatch: pytest.MonkeyPatch, values: dict[str, str]) -> PodEnv:
         monkeypatch.delenv(name, raising=False)
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    return PodEnv()
+    return PodEnv.read()
 
 
 def test_worker_ranks_cover_the_world_exactly_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,5 +55,5 @@ def test_torchrun_spelling_is_read_too(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_env_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, values: dict[str, str], named: str
 ) -> None:
-    with pytest.raises(ValidationError, match=named):
+    with pytest.raises(EnvError, match=named):
         pod_env(monkeypatch, values)

@@ -41,9 +41,11 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+UTC = timezone.utc  # noqa: UP017 (datetime.UTC is Python 3.11+; this runs in any image)
 
 # The names in phalanx.models.env; repeated here, not imported, so that this module needs
 # nothing but the standard library (tests/unit/test_progress_api.py checks they agree).

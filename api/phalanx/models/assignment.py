@@ -5,26 +5,22 @@ torch imports, on every node. Instead the operator publishes each epoch's assign
 holds which node rank, where rank 0 listens) and a pod that is still healthy keeps running: its
 agent stops its workers and starts the new epoch's. Each agent, in turn, reports its state, so
 the operator learns of a failure without the pod failing. The same models travel through a file
-on the local backend and through the job's Lease on a cluster.
+on the local backend and through the job's Lease on a cluster. The agent itself speaks them
+without pydantic (`phalanx.trainer.agent.wire`); `tests/unit/test_agent_wire.py` holds the two
+sides to one JSON.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
 from phalanx.models.base import KubeModel
+from phalanx.models.vocabulary import PHASES, AgentPhase, AgentState
 
-AgentState = Literal["standby", "running", "failed", "succeeded"]
-AgentPhase = Literal["starting", "rendezvous", "loading", "first-step", "training", "untracked"]
-"""How far a running epoch's workers on a pod got, the least advanced worker counting: started
-by the agent (interpreter, imports), joining the process group and building the model, loading
-the state to resume from, taking the epoch's first step, training. `untracked`: the program
-reports no phases (a third-party script); only the agent's own liveness is known."""
-PHASES: tuple[AgentPhase, ...] = ("starting", "rendezvous", "loading", "first-step", "training")
-"""The tracked phases in the order an epoch goes through them."""
+__all__ = ["PHASES", "AgentPhase", "AgentReport", "AgentState", "EpochAssignment"]
 
 
 class EpochAssignment(KubeModel):

@@ -3,7 +3,8 @@
 Why one module: the operator sets these variables on node pods, the trainer reads them, and the
 CRD refuses user env that collides with them. If each side spelled the names itself they would
 drift; here a rename is one edit and the contract test (operator builder → trainer settings)
-catches the rest. Nothing here imports a Kubernetes client or torch, so every part may import it.
+catches the rest. Nothing here imports anything but the standard library, so every part may
+import it, the agent too (it runs in any image's python3).
 """
 
 from __future__ import annotations
@@ -117,3 +118,47 @@ RESERVED_PREFIXES: Final = (TORCHRUN_PREFIX, PHALANX_PREFIX, TORCHELASTIC_PREFIX
 def is_reserved(name: str) -> bool:
     """Whether `name` is an env variable that Phalanx sets and a user therefore may not."""
     return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
+
+
+def rendezvous(
+    master_addr: str, master_port: int, nodes: int, node_rank: int, nproc_per_node: int
+) -> dict[str, str]:
+    """A node pod's rendezvous variables, also in torchrun's PET_ spelling: the one writer the
+    operator's pod builder and the agent (for each new epoch of a pod it keeps) both call."""
+    values = {
+        MASTER_ADDR: master_addr,
+        MASTER_PORT: str(master_port),
+        NNODES: str(nodes),
+        NODE_RANK: str(node_rank),
+        NPROC_PER_NODE: str(nproc_per_node),
+    }
+    return {**values, **{TORCHRUN_PREFIX + name: values[name] for name in TORCHRUN_MIRRORED}}
+
+
+def single_worker(node_rank: int, nodes: int) -> dict[str, str]:
+    """The worker variables of a pod that is its only worker (nprocPerNode 1): the PyTorchJob
+    contract, so that `python train.py` as the container's command runs as rank `node_rank`."""
+    return {RANK: str(node_rank), WORLD_SIZE: str(nodes), LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1"}
+
+
+def worker(node_rank: int, nodes: int, nproc_per_node: int, local_rank: int) -> dict[str, str]:
+    """The variables a launcher (the agent, as torchrun would) sets on local worker
+    `local_rank` of node `node_rank`."""
+    if not 0 <= local_rank < nproc_per_node:
+        raise ValueError(f"local rank {local_rank} outside 0..{nproc_per_node - 1}")
+    rank = node_rank * nproc_per_node + local_rank
+    world = nodes * nproc_per_node
+    return {
+        RANK: str(rank),
+        LOCAL_RANK: str(local_rank),
+        WORLD_SIZE: str(world),
+        LOCAL_WORLD_SIZE: str(nproc_per_node),
+        GROUP_RANK: str(node_rank),
+        ROLE_RANK: str(rank),
+        ROLE_WORLD_SIZE: str(world),
+    }
+
+
+def data_parallel(nodes: int, nproc_per_node: int, tensor: int, pipeline: int) -> int:
+    """The data-parallel degree of `nodes` pods: world / (tensor x pipeline)."""
+    return nodes * nproc_per_node // (tensor * pipeline)

@@ -25,6 +25,10 @@ HEARTBEAT: Final = PREFIX + "heartbeat"
 """Annotation on the heartbeat Lease holding the JSON `Heartbeat`."""
 ASSIGNMENT: Final = PREFIX + "assignment"
 """Annotation on the assignment Lease holding the current epoch's JSON `EpochAssignment`."""
+AGENT: Final = PREFIX + "agent"
+"""Annotation on a node or warm standby pod: what runs its command (`injected`: the agent, put
+in front of it; `image`: the image's own agent; else why it runs bare, see
+phalanx.operator.builder.agent)."""
 AGENT_REPORT_PREFIX: Final = "agent.phalanx.dev/"
 """`agent.phalanx.dev/<pod>` annotations on the heartbeat Lease: each agent's JSON `AgentReport`."""
 

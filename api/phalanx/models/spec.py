@@ -228,6 +228,26 @@ class Nccl(SpecModel):
     """Other NCCL_* variables, passed as they are."""
 
 
+class AgentSettings(SpecModel):
+    """Phalanx's agent in the node pods, for any image: it launches the pod's workers and gives
+    them in-place restarts, hot spares, start-up and hang detection, and progress reports."""
+
+    inject: bool = True
+    """Run the first container's `command` (and its `args`, unchanged) under the Phalanx agent,
+    which an init container copies into the pod: one file that needs only the image's Python
+    (3.9 or later), nothing installed. It needs `command` in the template: the operator cannot
+    see an image's entrypoint, so with `args` alone the image's entrypoint runs as it is (the
+    Phalanx trainer image's is the agent). A `torchrun` command runs its script with the agent
+    as the pod's launcher. false: the command runs bare, and gets no in-place restart, hot
+    spare or hang detection. Each pod's `phalanx.dev/agent` annotation says which applies. The
+    operator injects only where it is given an agent image (the chart's
+    `operator.agentInjection.image`)."""
+
+    python: Annotated[str, Field(min_length=1, max_length=MAX_PATH)] = "python3"
+    """The image's Python that runs the injected agent and its workers: a name on the image's
+    PATH or an absolute path (`/opt/conda/bin/python`)."""
+
+
 class TrainingJobSpec(SpecModel):
     """What the user asks for: a gang of node pods that trains, checkpoints, survives failures."""
 
@@ -351,6 +371,9 @@ class TrainingJobSpec(SpecModel):
 
     spares: Annotated[int, Field(ge=0)] = 0
     """Hot standby pods kept ready to replace a failed node quickly."""
+
+    agent: AgentSettings = object_default(AgentSettings)
+    """Whether the node pods' command runs under Phalanx's agent, injected into any image."""
 
     memory: MemorySettings | None = None
     """GPU memory and the model's shape: the job never shrinks below the smallest size that

@@ -154,8 +154,10 @@ class Executor:
                     job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master
                 )
                 self._create_pod(job, pod)
-            case CreateStandbyPod(epoch=epoch, index=index, avoid_nodes=avoid, warm=warm):
-                pod = builder.standby_pod(job, epoch, index, self.build, avoid, warm)
+            case CreateStandbyPod(
+                epoch=epoch, index=index, avoid_nodes=avoid, warm=warm, nodes=nodes
+            ):
+                pod = builder.standby_pod(job, epoch, index, self.build, avoid, warm, nodes)
                 self._create_pod(job, pod)
             case ObserveRecovery(
                 seconds=seconds, failure_class=failure_class, parts=parts, until=until
@@ -255,7 +257,7 @@ class Executor:
             master_addr=builder.pod_address(job, by_rank[0], self.build),
             master_port=self.build.master_port, ranks=dict(ranks),
         )  # fmt: skip
-        value = assignment.model_dump_json()
+        value = assignment.model_dump_json(by_alias=True)
         key = (_ns(job), job.metadata.name or "")
         if self._published.get(key) == value:
             return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,12 +59,21 @@ class OperatorSettings(BaseSettings):
     standby_command: list[str] = Field(default_factory=lambda: ["sleep", "infinity"])
     """Command of standby pods, which hold capacity for growing back."""
 
+    agent_image: str | None = None
+    """Image whose init container injects the agent into node pods (the control-plane image,
+    which holds it); unset: none is injected, and pods say so (`phalanx.dev/agent`)."""
+
+    agent_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    """Pull policy of that init container; unset: Kubernetes' default for its tag."""
+
     def build_settings(self) -> BuildSettings:
         return BuildSettings(
             master_port=self.master_port,
             cluster_domain=self.cluster_domain,
             nccl_defaults=dict(self.nccl_defaults),
             standby_command=tuple(self.standby_command),
+            agent_image=self.agent_image,
+            agent_image_pull_policy=self.agent_image_pull_policy,
         )
 
     def planner_config(self) -> PlannerConfig:

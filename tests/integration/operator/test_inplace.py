@@ -12,18 +12,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client as k8s
 
-from phalanx.models.assignment import AgentReport, AgentState
+from phalanx.models.vocabulary import AgentState
+from phalanx.trainer.agent.kubeapi import KubeAPI
 from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
+from phalanx.trainer.agent.wire import Report
 from tests.integration.operator.conftest import Cluster
 from tests.support.controlplane import ControlPlane, wait_until
 
 
 @contextmanager
-def as_pods(control_plane: ControlPlane, cluster: Cluster, job: str) -> Iterator[k8s.ApiClient]:
-    """An API client with the token of the job's pods' service account."""
+def as_pods(control_plane: ControlPlane, cluster: Cluster, job: str) -> Iterator[KubeAPI]:
+    """The agent's API client with the token of the job's pods' service account."""
     core = k8s.CoreV1Api(cluster.api)
     wait_until(
         lambda: any(
@@ -36,11 +39,7 @@ def as_pods(control_plane: ControlPlane, cluster: Cluster, job: str) -> Iterator
     token = core.create_namespaced_service_account_token(
         f"{job}-phalanx", cluster.namespace, request
     ).status.token
-    config = k8s.Configuration()
-    config.host, config.ssl_ca_cert = control_plane.server, str(control_plane.pki.ca_cert)
-    config.api_key = {"authorization": f"Bearer {token}"}
-    with k8s.ApiClient(config) as api:
-        yield api
+    yield KubeAPI(control_plane.server, token=token, ca_file=control_plane.pki.ca_cert)
 
 
 def test_a_failed_worker_restarts_the_gang_in_place(
@@ -54,10 +53,8 @@ def test_a_failed_worker_restarts_the_gang_in_place(
         reports = LeaseReports(ns, "inplace-heartbeat", api=api)
         watched = LeaseAssignments(ns, "inplace-assignment", api=api, watch_seconds=2)
 
-        def report(pod: str, state: AgentState, epoch: int, **fields: object) -> None:
-            reports.publish(AgentReport.model_validate(
-                {"pod": pod, "state": state, "epoch": epoch, "time": datetime.now(UTC), **fields}
-            ))  # fmt: skip
+        def report(pod: str, state: AgentState, epoch: int, **fields: Any) -> None:
+            reports.publish(Report(pod, state, datetime.now(UTC), epoch, **fields))
 
         wait_until(lambda: (a := watched.current()) is not None and a.epoch == 1, 10,
                    "the agents to see epoch 1's assignment")  # fmt: skip
@@ -65,8 +62,8 @@ def test_a_failed_worker_restarts_the_gang_in_place(
             report(name, "running", 1)
         cluster.wait_status("inplace", lambda s: s.get("phase") == "Running", "Running")
 
-        report(names[2], "failed", 1, exitCode=137, message="worker rank 4 killed by SIGKILL",
-               failedAt=datetime.now(UTC))  # fmt: skip
+        report(names[2], "failed", 1, exit_code=137, message="worker rank 4 killed by SIGKILL",
+               failed_at=datetime.now(UTC))  # fmt: skip
         status = cluster.wait_status("inplace", lambda s: s.get("epoch") == 2, "epoch 2")
         assert status["current"]["ranks"] == {name: rank for rank, name in enumerate(names)}
         assert status["failures"][-1]["reason"] == "Killed"

@@ -225,7 +225,7 @@ def test_shrink_after_schedule_timeout_then_grow_back() -> None:
     j, plan = step(j, Observed(), at(32), config)
     assert len(plan.of_type(CreateNodePod)) == 3
     j, plan = step(j, Observed(pods=tuple(pods(2, 3))), at(33), config)
-    assert plan.of_type(CreateStandbyPod) == [CreateStandbyPod(2, 0)]
+    assert plan.of_type(CreateStandbyPod) == [CreateStandbyPod(2, 0, nodes=4)]
     standby = replace(pods(2, 1, phase="Pending")[0], name="j-2-s0", role="standby")
     j, plan = step(
         j, Observed(pods=(*pods(2, 3), standby)), at(34), config

@@ -126,7 +126,7 @@ def shrunk_to_3() -> TrainingJob:
     j, _ = step(j, Observed(pods=tuple(pending)), at(31))
     j, _ = step(j, Observed(), at(32))
     j, plan = step(j, Observed(pods=tuple(pods(2, 3))), at(33))
-    assert plan.of_type(CreateStandbyPod) == [CreateStandbyPod(2, 0)]
+    assert plan.of_type(CreateStandbyPod) == [CreateStandbyPod(2, 0, nodes=4)]
     return j
 
 

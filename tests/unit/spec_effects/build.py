@@ -93,7 +93,7 @@ def _pod_environ(job: TrainingJob) -> Iterator[None]:
 def parsed_pod_env(job: TrainingJob) -> PodEnv:
     """The env contract as the agent and the workers parse it."""
     with _pod_environ(job):
-        return PodEnv()
+        return PodEnv.read()
 
 
 def parsed_trainer(job: TrainingJob) -> TrainerConfig:

@@ -3,8 +3,8 @@ and how urgently they schedule."""
 
 from __future__ import annotations
 
-from phalanx.models import TrainingJob
-from phalanx.operator.builder import BuildSettings, standby_pod
+from phalanx.models import TrainingJob, labels
+from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
 from tests.unit.spec_effects.build import Effect, Observer, built_pod
 
 
@@ -25,6 +25,19 @@ def _scheduling(key: str) -> Observer:
     return observe
 
 
+INJECTING = BuildSettings(agent_image="phalanx/controlplane:test")
+"""An operator that injects the agent (the chart's operator.agentInjection.image)."""
+WITH_COMMAND = {
+    "spec": {"containers": [{"name": "t", "image": "img", "command": ["python", "t.py"]}]}
+}
+
+
+def _agent(job: TrainingJob) -> tuple[str, list[str]]:
+    """What runs the node pod's command, and the command (under an injecting operator)."""
+    pod = node_pod(job, 1, 0, 1, INJECTING)
+    return pod["metadata"]["annotations"][labels.AGENT], pod["spec"]["containers"][0]["command"]
+
+
 TEMPLATE = {
     "metadata": {"labels": {"team": "vision"}},
     "spec": {
@@ -34,6 +47,18 @@ TEMPLATE = {
 }
 
 EFFECTS: dict[str, Effect] = {
+    "agent.inject": Effect(
+        {"agent.inject": False, "template": WITH_COMMAND},
+        _agent,
+        ("disabled", ["python", "t.py"]),
+        baseline={"template": WITH_COMMAND},
+    ),
+    "agent.python": Effect(
+        {"agent.python": "/opt/conda/bin/python", "template": WITH_COMMAND},
+        lambda j: _agent(j)[1][0],
+        "/opt/conda/bin/python",
+        baseline={"template": WITH_COMMAND},
+    ),
     "template": Effect(
         {"template": TEMPLATE},
         _made_from_template,

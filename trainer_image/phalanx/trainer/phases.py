@@ -23,7 +23,7 @@ from pathlib import Path
 
 from phalanx import progress
 from phalanx.models import env
-from phalanx.models.assignment import AgentPhase
+from phalanx.models.vocabulary import AgentPhase
 
 ARMED_SUFFIX = env.FAULT_ARMED_SUFFIX
 STRUCK_SUFFIX = env.FAULT_STRUCK_SUFFIX

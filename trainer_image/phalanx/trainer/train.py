@@ -259,7 +259,7 @@ class Startup:
 def main() -> None:
     startup = Startup()
     config = TrainerConfig(_cli_parse_args=sys.argv[1:] or False)
-    pod = PodEnv()
+    pod = PodEnv.read()
     with distributed.failures_as_exit_codes():
         timeouts = distributed.Timeouts()
         phases.enter("rendezvous")

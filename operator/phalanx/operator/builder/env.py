@@ -17,7 +17,6 @@ from phalanx.models import env
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import assignment_lease_name, lease_name, node_pod_name, service_name
 from phalanx.models.spec import TrainerSettings
-from phalanx.operator.planner import elastic
 
 
 @dataclass(frozen=True)
@@ -28,6 +27,10 @@ class BuildSettings:
     cluster_domain: str = "cluster.local"
     nccl_defaults: Mapping[str, str] = field(default_factory=dict)
     standby_command: tuple[str, ...] = ("sleep", "infinity")
+    agent_image: str | None = None
+    """The image whose init container copies the agent into node pods (the control-plane
+    image); None: no agent is injected."""
+    agent_image_pull_policy: str | None = None
 
 
 def master_addr(
@@ -88,17 +91,6 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
     return {f"{env.PHALANX_PREFIX}TRAINER_{k}": str(v) for k, v in values.items()}
 
 
-def single_worker_env(node_rank: int, nodes: int) -> dict[str, str]:
-    """The worker variables of a pod that is its only worker (nprocPerNode 1): the PyTorchJob
-    contract, so that `python train.py` as the container's command runs as rank `node_rank`."""
-    return {
-        env.RANK: str(node_rank),
-        env.WORLD_SIZE: str(nodes),
-        env.LOCAL_RANK: "0",
-        env.LOCAL_WORLD_SIZE: "1",
-    }
-
-
 def pod_env(
     job: TrainingJob,
     epoch: int,
@@ -109,28 +101,25 @@ def pod_env(
 ) -> dict[str, str]:
     """Every variable the operator sets on node pod `rank` of `epoch` (of `nodes` pods)."""
     spec = job.spec
-    rendezvous = {
-        env.MASTER_ADDR: master_addr(job, epoch, settings, master),
-        env.MASTER_PORT: str(settings.master_port),
-        env.NNODES: str(nodes),
-        env.NODE_RANK: str(rank),
-        env.NPROC_PER_NODE: str(spec.nproc_per_node),
-    }
+    address = master_addr(job, epoch, settings, master)
     values = {
-        **rendezvous,
-        **{env.TORCHRUN_PREFIX + name: rendezvous[name] for name in env.TORCHRUN_MIRRORED},
+        **env.rendezvous(address, settings.master_port, nodes, rank, spec.nproc_per_node),
         env.PHALANX_JOB: job.metadata.name or "",
         env.PHALANX_NAMESPACE: job.metadata.namespace or "default",
         env.PHALANX_EPOCH: str(epoch),
         env.PHALANX_TENSOR_PARALLEL: str(spec.parallelism.tensor),
         env.PHALANX_PIPELINE_PARALLEL: str(spec.parallelism.pipeline),
-        env.PHALANX_DATA_PARALLEL: str(elastic.data_parallel_degree(spec, nodes)),
+        env.PHALANX_DATA_PARALLEL: str(
+            env.data_parallel(
+                nodes, spec.nproc_per_node, spec.parallelism.tensor, spec.parallelism.pipeline
+            )
+        ),
         env.PHALANX_HEARTBEAT_LEASE: lease_name(job.metadata.name or ""),
         env.PHALANX_ASSIGNMENT_LEASE: assignment_lease_name(job.metadata.name or ""),
         env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
     }
     if spec.nproc_per_node == 1:
-        values |= single_worker_env(rank, nodes)
+        values |= env.single_worker(rank, nodes)
     if spec.checkpoint.dir is not None:
         values[env.PHALANX_CHECKPOINT_DIR] = spec.checkpoint.dir
     if spec.checkpoint.url is not None:

@@ -16,9 +16,9 @@ from phalanx.models.names import (
     service_name,
     standby_pod_name,
 )
+from phalanx.operator.builder.agent import annotate, inject
 from phalanx.operator.builder.children import PODGROUP_LABEL, Manifest, child_metadata
 from phalanx.operator.builder.env import BuildSettings, pod_env
-from phalanx.operator.planner import elastic
 
 POD_NAME_ENV: Manifest = {
     "name": env.PHALANX_POD_NAME,
@@ -120,7 +120,8 @@ def node_pod(
     if pod_group:
         pod_labels[PODGROUP_LABEL] = pod_group_name(name, epoch)
     contract = pod_env(job, epoch, rank, nodes, settings, master)
-    return _gang_pod(job, node_pod_name(name, epoch, rank), pod_labels, contract, avoid_nodes)
+    pod_name = node_pod_name(name, epoch, rank)
+    return _gang_pod(job, pod_name, pod_labels, contract, avoid_nodes, settings)
 
 
 def _gang_pod(
@@ -129,9 +130,11 @@ def _gang_pod(
     pod_labels: dict[str, str],
     contract: dict[str, str],
     avoid_nodes: tuple[str, ...],
+    settings: BuildSettings,
 ) -> Manifest:
-    """The template as a member of the gang: the env contract (the template's own variables
-    win), the pod's name for its agent, a DNS name under the job's Service, and scheduling."""
+    """The template as a member of the gang: the agent where it is injected, the env contract
+    (the template's own variables win), the pod's name for its agent, a DNS name under the
+    job's Service, and scheduling."""
     _, spec = _template(job)
     for container in spec["containers"]:
         own: list[dict[str, Any]] = container.get("env", [])
@@ -142,18 +145,16 @@ def _gang_pod(
         ours.append(POD_NAME_ENV)
         container["env"] = [*ours, *own]
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+    agent = inject(job, spec, settings)
     spec.update(hostname=pod_name, subdomain=service_name(job.metadata.name or ""))
     spec.update(restartPolicy="Never")
     spec.setdefault("serviceAccountName", service_account_name(job.metadata.name or ""))
     _shared_memory(spec)
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": _metadata(job, pod_name, pod_labels),
-        "spec": spec,
-    }
+    metadata = _metadata(job, pod_name, pod_labels)
+    annotate(metadata, agent)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def standby_pod(
@@ -163,8 +164,10 @@ def standby_pod(
     settings: BuildSettings,
     avoid_nodes: tuple[str, ...] = (),
     warm: bool = False,
+    nodes: int = 1,
 ) -> Manifest:
-    """Standby pod `index` of `epoch`. Once it schedules, capacity for one more node exists and
+    """Standby pod `index` of `epoch` (its env names a job of `nodes` until it is assigned a
+    rank). Once it schedules, capacity for one more node exists and
     the job can grow. A warm one (the job's pods run phalanx-agent, which their reports proved)
     is the template itself with PHALANX_STANDBY=1: its agent stands by with torch imported and
     takes a lost node's rank in place (a hot spare). A cold one only idles on one node pod's
@@ -177,9 +180,9 @@ def standby_pod(
     }
     pod_name = standby_pod_name(name, epoch, index)
     if warm and len(pod_name) <= DNS_LABEL_MAX:  # it is also the hot spare's hostname
-        nodes = elastic.target_size(job.spec)
         contract = pod_env(job, epoch, 0, nodes, settings) | {env.PHALANX_STANDBY: "1"}
-        return _gang_pod(job, pod_name, {**pod_labels, labels.WARM: "true"}, contract, avoid_nodes)
+        warm_labels = {**pod_labels, labels.WARM: "true"}
+        return _gang_pod(job, pod_name, warm_labels, contract, avoid_nodes, settings)
     _, spec = _template(job)
     first = spec["containers"][0]
     container = {

@@ -52,6 +52,9 @@ class CreateStandbyPod:
     index: int
     avoid_nodes: tuple[str, ...] = ()
     warm: bool = False
+    nodes: int = 1
+    """The job's size the warm pod's env names until an assignment gives it a rank (its
+    target size: the builders decide nothing)."""
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
     avoid = tuple(d.status.avoid_nodes)
     if running:  # not while a restart's pods schedule: they come first
         d.actions += [
-            CreateStandbyPod(d.status.epoch, i, avoid, warm) for i in range(wanted) if i not in have
+            CreateStandbyPod(d.status.epoch, i, avoid, warm, target)
+            for i in range(wanted)
+            if i not in have
         ]
     ready = sum(1 for p in standbys if p.scheduled and p.rank < wanted)
     grown = elastic.largest_valid_size(d.spec, current + ready)

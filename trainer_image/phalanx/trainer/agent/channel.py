@@ -1,7 +1,7 @@
 """How an agent hears of new epochs and tells the operator what it does (in-place restarts).
 
 Why a small protocol: the local backend passes both through files, a cluster through the job's
-Lease; the agent's loop is the same either way. See phalanx.models.assignment for the messages.
+Lease; the agent's loop is the same either way. See `wire` for the messages.
 """
 
 from __future__ import annotations
@@ -12,19 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import ValidationError
-
-from phalanx.models.assignment import AgentReport, EpochAssignment
+from phalanx.trainer.agent.wire import Assignment, Report, WireError
 
 
 class Assignments(Protocol):
-    def current(self) -> EpochAssignment | None:
+    def current(self) -> Assignment | None:
         """The newest assignment published, without blocking (None before the first)."""
         ...
 
 
 class Reports(Protocol):
-    def publish(self, report: AgentReport) -> None: ...
+    def publish(self, report: Report) -> None: ...
 
 
 @dataclass
@@ -33,17 +31,17 @@ class FileAssignments:
 
     path: Path
     _seen: tuple[int, int] | None = field(default=None, init=False)
-    _last: EpochAssignment | None = field(default=None, init=False)
+    _last: Assignment | None = field(default=None, init=False)
 
-    def current(self) -> EpochAssignment | None:
+    def current(self) -> Assignment | None:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
             return self._last
         key = (stat.st_mtime_ns, stat.st_ino)
         if key != self._seen:
-            with contextlib.suppress(OSError, ValidationError):
-                self._last = EpochAssignment.model_validate_json(self.path.read_bytes())
+            with contextlib.suppress(OSError, WireError):
+                self._last = Assignment.from_json(self.path.read_bytes())
                 self._seen = key
         return self._last
 
@@ -54,8 +52,8 @@ class FileReports:
 
     path: Path
 
-    def publish(self, report: AgentReport) -> None:
+    def publish(self, report: Report) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(report.model_dump_json(by_alias=True, exclude_none=True))
+        tmp.write_text(report.to_json())
         tmp.replace(self.path)

@@ -10,41 +10,28 @@ blocking. A dropped watch is resumed (from the last resourceVersion, else with a
 
 from __future__ import annotations
 
-import logging
+import http.client
+import sys
 import threading
 from typing import Any
 
-from pydantic import ValidationError
-
 from phalanx.models import labels
-from phalanx.models.assignment import AgentReport, EpochAssignment
+from phalanx.trainer.agent.kubeapi import KubeAPI, close_watch, lease_path
+from phalanx.trainer.agent.wire import Assignment, Report, WireError
 
-log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
 
 
-def _api(api: Any) -> Any:
-    from kubernetes import client, config
-
-    if api is None:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api = client.ApiClient()
-    return client.CoordinationV1Api(api)
-
-
-def parse(lease: Any) -> EpochAssignment | None:
-    """The assignment in a Lease (a client object or a dict), if any and valid."""
-    metadata = lease.metadata if hasattr(lease, "metadata") else lease.get("metadata", {})
-    annotations = (
-        metadata.annotations if hasattr(metadata, "annotations") else metadata.get("annotations")
-    ) or {}
+def parse(lease: dict[str, Any]) -> Assignment | None:
+    """The assignment in a Lease, if any and valid."""
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
     raw = annotations.get(labels.ASSIGNMENT)
     if not raw:
         return None
     try:
-        return EpochAssignment.model_validate_json(raw)
-    except ValidationError as error:
-        log.warning("ignoring a malformed assignment: %s", error)
+        return Assignment.from_json(raw)
+    except WireError as error:
+        print(f"phalanx-agent: ignoring a malformed assignment: {error}", file=sys.stderr)
         return None
 
 
@@ -52,62 +39,67 @@ class LeaseAssignments:
     """Follows the job's assignment Lease with a watch."""
 
     def __init__(
-        self, namespace: str, lease: str, api: Any = None, watch_seconds: int = 300
+        self, namespace: str, lease: str, api: KubeAPI | None = None, watch_seconds: int = 300
     ) -> None:
-        self.leases = _api(api)
+        self.api = api or KubeAPI.in_cluster()
         self.namespace, self.lease = namespace, lease
         self.watch_seconds = watch_seconds
         """How long one watch request lasts before it is renewed (the server ends it)."""
-        self._latest: EpochAssignment | None = None
+        self._latest: Assignment | None = None
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._watch: Any = None
+        self._connection: http.client.HTTPConnection | None = None
         self._thread = threading.Thread(target=self._follow, name="assignment-watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """End the watch once its current request ends, and its connection with it (the agent's
-        process ending ends it too)."""
+        """End the watch and its connection (the agent's process ending ends it too)."""
         self._stopped.set()
-        if self._watch is not None:
-            self._watch.stop()
+        if self._connection is not None:
+            close_watch(self._connection)
         self._thread.join(timeout=self.watch_seconds + 5)
 
-    def current(self) -> EpochAssignment | None:
+    def current(self) -> Assignment | None:
         with self._lock:
             return self._latest
 
-    def _keep(self, assignment: EpochAssignment | None) -> None:
+    def _keep(self, assignment: Assignment | None) -> None:
         if assignment is None:
             return
         with self._lock:
             if self._latest is None or assignment.epoch >= self._latest.epoch:
                 self._latest = assignment
 
-    def _follow(self) -> None:
-        from kubernetes import watch
+    def _opened(self, connection: http.client.HTTPConnection) -> None:
+        self._connection = connection
+        if self._stopped.is_set():
+            close_watch(connection)
 
+    def _follow(self) -> None:
         version: str | None = None
         while not self._stopped.is_set():
             try:
                 if version is None:
-                    lease = self.leases.read_namespaced_lease(self.lease, self.namespace)
+                    lease = self.api.call("GET", lease_path(self.namespace, self.lease))
                     self._keep(parse(lease))
-                    version = lease.metadata.resource_version
-                self._watch = watch.Watch()  # type: ignore[no-untyped-call]
-                stream = self._watch.stream(
-                    self.leases.list_namespaced_lease, self.namespace,
-                    field_selector=f"metadata.name={self.lease}", resource_version=version,
-                    timeout_seconds=self.watch_seconds,
-                )  # fmt: skip
-                for event in stream:
+                    version = lease["metadata"]["resourceVersion"]
+                params = {
+                    "fieldSelector": f"metadata.name={self.lease}",
+                    "resourceVersion": version,
+                }
+                events = self.api.watch(
+                    lease_path(self.namespace), params, self.watch_seconds, self._opened
+                )
+                for event in events:
+                    if event.get("type") == "ERROR":  # 410 Gone: the version is too old
+                        raise RuntimeError(event.get("object", {}).get("message", "watch error"))
                     lease = event["object"]
-                    version = lease.metadata.resource_version
+                    version = lease["metadata"]["resourceVersion"]
                     self._keep(parse(lease))
-            except Exception as error:  # 410 Gone, a broken connection: read again
+            except Exception as error:  # a broken connection, an expired version: read again
                 if self._stopped.is_set():
                     return
-                log.info("assignment watch restarts: %s", error)
+                print(f"phalanx-agent: assignment watch restarts: {error}", file=sys.stderr)
                 version = None
                 self._stopped.wait(RETRY_SECONDS)
 
@@ -116,12 +108,11 @@ class LeaseReports:
     """Writes this agent's report as its own annotation of the heartbeat Lease (a merge patch,
     so agents never conflict)."""
 
-    def __init__(self, namespace: str, lease: str, api: Any = None) -> None:
-        self.leases = _api(api)
+    def __init__(self, namespace: str, lease: str, api: KubeAPI | None = None) -> None:
+        self.api = api or KubeAPI.in_cluster()
         self.namespace, self.lease = namespace, lease
 
-    def publish(self, report: AgentReport) -> None:
+    def publish(self, report: Report) -> None:
         key = labels.AGENT_REPORT_PREFIX + report.pod
-        value = report.model_dump_json(by_alias=True, exclude_none=True)
-        body = {"metadata": {"annotations": {key: value}}}
-        self.leases.patch_namespaced_lease(self.lease, self.namespace, body)
+        body = {"metadata": {"annotations": {key: report.to_json()}}}
+        self.api.merge_patch(lease_path(self.namespace, self.lease), body)

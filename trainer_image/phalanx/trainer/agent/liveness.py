@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from phalanx.models.assignment import PHASES, AgentPhase
+from phalanx.models.vocabulary import PHASES, AgentPhase
 from phalanx.trainer import phases
 
 REFERENCE_MODULE = "phalanx.trainer.train"

@@ -2,7 +2,8 @@
 
 Without a command it runs the reference trainer; with one (`phalanx-agent python train.py`) it
 runs that command once per worker, with RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE set, so
-an unmodified torchrun-style script works.
+an unmodified torchrun-style script works. A `torchrun ... train.py` command runs its script so
+too, the agent being the pod's launcher (see `torchrun`).
 
 It starts the epoch its env describes. With an assignment channel (the run's assignment file
 locally, the job's assignment Lease on a cluster) the pod outlives that epoch: when the operator
@@ -23,19 +24,24 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from phalanx.models import env as contract
 from phalanx.models import exits
-from phalanx.models.assignment import AgentPhase, AgentReport, AgentState, EpochAssignment
-from phalanx.trainer.agent import lifeline
+from phalanx.models.vocabulary import AgentPhase, AgentState
+from phalanx.trainer.agent import lifeline, torchrun
 from phalanx.trainer.agent.channel import Assignments, FileAssignments, FileReports, Reports
+from phalanx.trainer.agent.kubeapi import KubeError
+from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.trainer.agent.liveness import Liveness, Renewals, tracks_phases
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
 from phalanx.trainer.agent.supervisor import POLL_SECONDS, Outcome, Supervisor
 from phalanx.trainer.agent.warm import Launcher
+from phalanx.trainer.agent.wire import Assignment, Report
 from phalanx.trainer.contract import PodEnv
+
+UTC = timezone.utc  # noqa: UP017 (datetime.UTC is Python 3.11+; the agent runs in any image)
 
 HEARTBEAT_SECONDS = 2.0
 """Default heartbeat period; PHALANX_HEARTBEAT_SECONDS overrides it."""
@@ -69,40 +75,51 @@ def heartbeat_sink(pod: PodEnv) -> HeartbeatSink | None:
     return None
 
 
+def injected_path(base: dict[str, str]) -> dict[str, str]:
+    """PYTHONPATH for the workers when this agent runs from its zipapp (injected into an image
+    without Phalanx, see `bundle`): the zip first, so every worker, a plain subprocess too,
+    imports `phalanx.progress` from it without a pip install."""
+    archive = Path(__file__).parents[3]  # <zip>/phalanx/trainer/agent/main.py
+    if not archive.is_file():
+        return {}
+    rest = base.get("PYTHONPATH")
+    return {"PYTHONPATH": f"{archive}{os.pathsep}{rest}" if rest else str(archive)}
+
+
 def write_termination_message(message: str) -> None:
     path = Path(os.environ.get(contract.PHALANX_TERMINATION_LOG, "/dev/termination-log"))
     with contextlib.suppress(OSError):  # not in a pod: the message is on stderr too
         path.write_text(message[:4000])
 
 
-def epoch_env(base: dict[str, str], assignment: EpochAssignment, node_rank: int) -> dict[str, str]:
+def epoch_env(base: dict[str, str], assignment: Assignment, node_rank: int) -> dict[str, str]:
     """The pod's env with an epoch's assignment in place of the values it was created with
     (RANK and WORLD_SIZE too where the pod has them, nprocPerNode 1: a carried-over pod may get
-    another rank, and what its program reads must follow)."""
-    values = {
-        contract.MASTER_ADDR: assignment.master_addr,
-        contract.MASTER_PORT: str(assignment.master_port),
-        contract.NNODES: str(assignment.nodes),
-        contract.NODE_RANK: str(node_rank),
+    another rank, and what its program reads must follow). The same writer as the operator's."""
+    nproc = int(base.get(contract.NPROC_PER_NODE, "1"))
+    merged = {
+        **base,
+        **contract.rendezvous(
+            assignment.master_addr, assignment.master_port, assignment.nodes, node_rank, nproc
+        ),
+        contract.PHALANX_EPOCH: str(assignment.epoch),
     }
-    merged = {**base, **values, contract.PHALANX_EPOCH: str(assignment.epoch)}
-    for name, value in values.items():
-        merged[contract.TORCHRUN_PREFIX + name] = value
     if contract.RANK in base:  # a pod that is its only worker carries its worker's ranks too
-        merged[contract.RANK] = str(node_rank)
-        merged[contract.WORLD_SIZE] = str(assignment.nodes)
+        merged |= contract.single_worker(node_rank, assignment.nodes)
     if contract.PHALANX_DATA_PARALLEL in base:
-        model_parallel = int(base.get(contract.PHALANX_TENSOR_PARALLEL, "1")) * int(
-            base.get(contract.PHALANX_PIPELINE_PARALLEL, "1")
+        degree = contract.data_parallel(
+            assignment.nodes,
+            nproc,
+            int(base.get(contract.PHALANX_TENSOR_PARALLEL, "1")),
+            int(base.get(contract.PHALANX_PIPELINE_PARALLEL, "1")),
         )
-        nproc = int(base.get(contract.NPROC_PER_NODE, "1"))
-        merged[contract.PHALANX_DATA_PARALLEL] = str(assignment.nodes * nproc // model_parallel)
+        merged[contract.PHALANX_DATA_PARALLEL] = str(degree)
     return merged
 
 
-def static_assignment(pod: PodEnv, name: str) -> EpochAssignment:
+def static_assignment(pod: PodEnv, name: str) -> Assignment:
     """The one epoch a pod without an assignment channel runs: the one its env describes."""
-    return EpochAssignment(
+    return Assignment(
         epoch=pod.epoch, nodes=pod.nnodes, master_addr=pod.master_addr,
         master_port=pod.master_port, ranks={name: pod.node_rank},
     )  # fmt: skip
@@ -123,7 +140,7 @@ class Gang:
         if self.sink is None or (not force and time.monotonic() - self.last_beat < self.period):
             return
         self.last_beat = time.monotonic()
-        if (beat := read_heartbeat(self.progress)) is not None and beat.epoch == self.epoch:
+        if (beat := read_heartbeat(self.progress, self.epoch)) is not None:
             try:
                 self.sink.publish(beat)
             except Exception as error:  # a missed heartbeat must not kill training
@@ -136,7 +153,7 @@ class Agent:
 
     name: str
     launcher: Launcher
-    initial: EpochAssignment | None
+    initial: Assignment | None
     """The epoch the pod's env describes; None for a standby pod."""
     assignments: Assignments | None
     reports: Reports | None
@@ -186,7 +203,7 @@ class Agent:
                         return code
             time.sleep(POLL_SECONDS)
 
-    def _follow(self, assignment: EpochAssignment | None) -> None:
+    def _follow(self, assignment: Assignment | None) -> None:
         """Start the newest epoch this pod belongs to; leave one it no longer belongs to."""
         if assignment is None or assignment.epoch <= self.last_epoch:
             return
@@ -198,9 +215,9 @@ class Agent:
             return
         self._start(assignment, rank)
 
-    def _start(self, assignment: EpochAssignment, node_rank: int) -> None:
+    def _start(self, assignment: Assignment, node_rank: int) -> None:
         env = epoch_env(self.base_env, assignment, node_rank)
-        pod = PodEnv.model_validate(env)
+        pod = PodEnv.read(env)
         progress = self.rundir / f"progress-{assignment.epoch}.json"
         supervisor = Supervisor(self.launcher, stop_grace_seconds=0 if self.in_place else 10)
         memory = (
@@ -217,7 +234,7 @@ class Agent:
             path.unlink(missing_ok=True)
         liveness = Liveness(phase_files, tracks_phases(self.launcher.argv), period)
         self.renewals.follow(assignment.epoch, liveness, datetime.now(UTC))
-        pairs = zip(worker_envs, phase_files, strict=True)
+        pairs = zip(worker_envs, phase_files)  # noqa: B905 (strict= is Python 3.10+; equal lengths)
         for local_rank, (worker_env, phase_file) in enumerate(pairs):
             rank = int(worker_env[contract.RANK])
             supervisor.spawn(
@@ -229,6 +246,7 @@ class Agent:
                     contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
                     contract.PHALANX_PHASE_FILE: str(phase_file),
                     **memory,
+                    **injected_path(env),
                 },
                 local_rank,
                 rank,
@@ -303,7 +321,7 @@ class Agent:
         if self.reports is None:
             return
         now = datetime.now(UTC)
-        report = AgentReport(
+        report = Report(
             pod=self.name, state=state, epoch=epoch, exit_code=code, message=message,
             time=since or now, failed_at=failed_at, workers=workers or {}, phase=phase,
             renewed=now if phase is not None else None, renew_seconds=renew_seconds,
@@ -330,10 +348,8 @@ def channel(name: str) -> tuple[Assignments, Reports] | None:
     if not os.environ.get(contract.PHALANX_POD_NAME):
         return None  # a pod not built by the operator cannot be named in an assignment
     try:
-        from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
-
         return LeaseAssignments(namespace, assignment), LeaseReports(namespace, heartbeat)
-    except Exception as error:  # no token mounted, no client: run the one epoch, as before
+    except KubeError as error:  # no token mounted: run the one epoch, as before
         print(f"phalanx-agent: no assignment channel ({error}); one epoch only", file=sys.stderr)
         return None
 
@@ -342,7 +358,7 @@ def build(command: list[str]) -> Agent:
     """The agent for this pod: its env's epoch (unless it stands by) and its channel."""
     name = os.environ.get(contract.PHALANX_POD_NAME) or os.environ.get("HOSTNAME", "agent")
     standby = os.environ.get(contract.PHALANX_STANDBY) == "1"
-    initial = None if standby else static_assignment(PodEnv(), name)
+    initial = None if standby else static_assignment(PodEnv.read(), name)
     found = channel(name)
     if found is None:
         if initial is None:
@@ -357,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         lifeline.die_with_parent()
         lifeline.exit_if_gone(int(parent))
     command = (argv if argv is not None else sys.argv[1:]) or REFERENCE_TRAINER
-    return build(command).run()
+    return build(torchrun.unwrap(command)).run()
 
 
 def run() -> None:

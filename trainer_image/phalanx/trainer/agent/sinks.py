@@ -1,19 +1,23 @@
 """Where node rank 0's agent publishes the heartbeat: a Kubernetes Lease on a cluster, a file
-locally. Pluggable: anything with `publish(heartbeat)`."""
+locally. Pluggable: anything with `publish(heartbeat_json)`.
+
+The agent passes on the JSON rank 0's worker wrote as it is (it checks only the epoch): the
+operator, which reads it, validates it with `phalanx.models.heartbeat.Heartbeat`.
+"""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from phalanx.models import labels
-from phalanx.models.heartbeat import Heartbeat
+from phalanx.trainer.agent.kubeapi import KubeAPI, lease_path
+from phalanx.trainer.agent.wire import heartbeat_epoch
 
 
 class HeartbeatSink(Protocol):
-    def publish(self, heartbeat: Heartbeat) -> None: ...
+    def publish(self, heartbeat: str) -> None: ...
 
 
 class FileSink:
@@ -22,10 +26,10 @@ class FileSink:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def publish(self, heartbeat: Heartbeat) -> None:
+    def publish(self, heartbeat: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(heartbeat.model_dump_json(by_alias=True, exclude_none=True))
+        tmp.write_text(heartbeat)
         tmp.replace(self.path)
 
 
@@ -33,28 +37,23 @@ class LeaseSink:
     """Renews the job's heartbeat Lease with the heartbeat in an annotation. The pod's service
     account may update only this Lease (the operator's Role)."""
 
-    def __init__(self, namespace: str, lease: str, holder: str, api: Any = None) -> None:
-        from kubernetes import client, config
-
-        if api is None:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            api = client.ApiClient()
-        self.api = client.CoordinationV1Api(api)
+    def __init__(self, namespace: str, lease: str, holder: str, api: KubeAPI | None = None) -> None:
+        self.api = api or KubeAPI.in_cluster()
         self.namespace, self.lease, self.holder = namespace, lease, holder
 
-    def publish(self, heartbeat: Heartbeat) -> None:
-        beat = heartbeat.model_dump_json(by_alias=True, exclude_none=True)
-        renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    def publish(self, heartbeat: str) -> None:
+        renewed = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: UP017
         body = {
-            "metadata": {"annotations": {labels.HEARTBEAT: beat}},
+            "metadata": {"annotations": {labels.HEARTBEAT: heartbeat}},
             "spec": {"holderIdentity": self.holder, "renewTime": renewed},
         }
-        self.api.patch_namespaced_lease(self.lease, self.namespace, body)
+        self.api.merge_patch(lease_path(self.namespace, self.lease), body)
 
 
-def read_heartbeat(path: Path) -> Heartbeat | None:
-    """The heartbeat rank 0's worker last wrote, if any."""
+def read_heartbeat(path: Path, epoch: int) -> str | None:
+    """The heartbeat JSON rank 0's worker last wrote for `epoch`, if any."""
     try:
-        return Heartbeat.model_validate(json.loads(path.read_text()))
-    except (FileNotFoundError, ValueError):
+        raw = path.read_text()
+    except OSError:
         return None
+    return raw if heartbeat_epoch(raw) == epoch else None
