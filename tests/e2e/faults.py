@@ -37,10 +37,13 @@ sys.exit(0 if hit else 1)
 """
 
 
-def signal_workers(kind: KindCluster, pod: k8s.V1Pod, signal: str, program: str) -> str:
-    """Send `signal` to the pod's worker processes whose command line ends with `program`."""
+def signal_workers(
+    kind: KindCluster, pod: k8s.V1Pod, signal: str, program: str, python: str = "python"
+) -> str:
+    """Send `signal` to the pod's worker processes whose command line ends with `program`
+    (found by the image's `python`)."""
     done = kind.kubectl("exec", "-n", pod.metadata.namespace, pod.metadata.name, "--",
-                        "python", "-c", _SIGNAL_WORKERS, signal, program)  # fmt: skip
+                        python, "-c", _SIGNAL_WORKERS, signal, program)  # fmt: skip
     return done.stdout.strip()
 
 

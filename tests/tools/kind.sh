@@ -41,6 +41,8 @@ KIND_BASE_IMAGE=phalanx/kind-base:$KIND_VERSION
 PHALANX_VERSION=${PHALANX_IMAGE_TAG:-0.1.0}
 CONTROLPLANE_IMAGE=phalanx/controlplane:$PHALANX_VERSION
 TRAINER_IMAGE=phalanx/trainer:$PHALANX_VERSION
+USER_IMAGE=phalanx/user-python:$PHALANX_VERSION
+NO_PYTHON_IMAGE=phalanx/no-python:$PHALANX_VERSION
 POD_SUBNET=10.244.0.0/16
 
 log() { printf '[kind] %s\n' "$*" >&2; }
@@ -308,13 +310,20 @@ images() {
     --build-arg BASE="$base" -t "$CONTROLPLANE_IMAGE" "$ROOT" >/dev/null
   timed "trainer image (torch mounted)" docker build -q -f "$ROOT/trainer_image/Dockerfile" \
     --build-arg BASE="$base" --build-arg TORCH=mounted -t "$TRAINER_IMAGE" "$ROOT" >/dev/null
+  timed "user image (python3, torch mounted, no Phalanx)" docker build -q \
+    -f "$ROOT/tests/e2e/images/user-python.Dockerfile" --build-arg BASE="$base" \
+    -t "$USER_IMAGE" "$ROOT/tests/e2e/images" >/dev/null
+  timed "image without python" docker build -q -f "$ROOT/tests/e2e/images/no-python.Dockerfile" \
+    --build-arg BASE="$base" -t "$NO_PYTHON_IMAGE" "$ROOT/tests/e2e/images" >/dev/null
   # The control plane runs on the control-plane node and training on the workers (the suite
-  # loses workers, never its own operator): each image goes only where it runs.
+  # loses workers, never its own operator): each image goes only where it runs. The workers
+  # get the control-plane image too: node pods' init containers copy the agent from it.
   local workers
   workers=$("$KIND" get nodes --name "$NAME" | grep -v control-plane | paste -sd, -)
   timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$NAME-control-plane" \
     "$CONTROLPLANE_IMAGE" >/dev/null
-  timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$workers" "$TRAINER_IMAGE" >/dev/null
+  timed "kind load" "$KIND" load docker-image --name "$NAME" --nodes "$workers" \
+    "$TRAINER_IMAGE" "$USER_IMAGE" "$NO_PYTHON_IMAGE" "$CONTROLPLANE_IMAGE" >/dev/null
   # A pod keeps the image it started with when its tag is loaded again: on a reused cluster,
   # restart Phalanx's own deployments (the suite's install) so they run what was just built.
   if kubectl get namespace phalanx-system >/dev/null 2>&1; then

@@ -100,3 +100,11 @@ def test_the_control_plane_image_builds_the_zipapp_where_init_containers_copy_it
     dockerfile = (REPO_ROOT / "operator" / "Dockerfile").read_text()
     assert f"-m phalanx.trainer.agent.bundle {BUNDLED_AT}" in dockerfile
     assert Path(BUNDLED_AT).name == AGENT_FILE
+
+
+def test_a_pod_the_planner_keeps_from_the_agent_runs_bare_and_says_so() -> None:
+    """After the agent could not run in the image (the AgentInjected condition)."""
+    pod = node_pod(job({"command": ["python", "t.py"]}), 2, 0, 1, INJECTING, agent=False)
+    assert pod["metadata"]["annotations"][labels.AGENT] == "cannot-run"
+    assert "initContainers" not in pod["spec"]
+    assert pod["spec"]["containers"][0]["command"] == ["python", "t.py"]

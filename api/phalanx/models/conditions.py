@@ -42,6 +42,11 @@ class ConditionType(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     """Too few node pods schedule for the job's smallest valid size."""
 
+    AGENT_INJECTED = "AgentInjected"
+    """False once the agent injected into the node pods could not run in their image (no
+    Python, or one older than 3.9): the job runs its command bare from then on, and the message
+    names what it loses. Absent while nothing went wrong."""
+
     PROGRESS_REPORTED = "ProgressReported"
     """True once the job's program reported a step (phalanx.progress), False while it is known
     to report none; then `progress` and `goodput` are absent, not 0."""
@@ -72,6 +77,7 @@ class ConditionReason(StrEnum):
     DOES_NOT_FIT_IN_MEMORY = "DoesNotFitInMemory"
     EPOCH_LIMIT_REACHED = "EpochLimitReached"
     RESTART_BUDGET_EXHAUSTED = "RestartBudgetExhausted"
+    AGENT_CANNOT_RUN = "AgentCannotRun"
 
 
 class EpochReason(StrEnum):
@@ -98,6 +104,9 @@ class FailureReason(StrEnum):
     PREFLIGHT_FAILED = "PreflightFailed"
     KILLED = "Killed"
     """Killed by a signal."""
+    AGENT_CANNOT_RUN = "AgentCannotRun"
+    """The agent injected into the pod could not run in its image (no Python there to run it,
+    or one older than 3.9). Not counted against a budget: the job goes on without it."""
     RETRYABLE_EXIT_CODE = "RetryableExitCode"
     POD_DELETED = "PodDeleted"
     NODE_NOT_READY = "NodeNotReady"

@@ -33,6 +33,7 @@ class EventReason(StrEnum):
     STRAGGLER = "Straggler"
     STARTUP_TIMEOUT = "StartupTimeout"
     CONFIGURATION_ERROR = "ConfigurationError"
+    AGENT_NOT_INJECTED = "AgentNotInjected"
     GANG_SCHEDULING_UNAVAILABLE = "GangSchedulingUnavailable"
     BUDGET_EXHAUSTED = "BudgetExhausted"
     SUCCEEDED = "Succeeded"

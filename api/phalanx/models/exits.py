@@ -15,6 +15,9 @@ COMMUNICATION: Final = 75
 """A collective timed out or a peer was lost (EX_TEMPFAIL): the platform, not the code."""
 PREFLIGHT: Final = 76
 """A rank could not join the pre-training collective: a broken node or network."""
+AGENT_UNSUPPORTED: Final = 78
+"""The injected agent cannot run on the image's Python (older than 3.9): the operator runs the
+job's command without it."""
 SIGNAL_BASE: Final = 128
 """128 + N: the process was killed by signal N (SIGKILL = 137, SIGTERM = 143)."""
 

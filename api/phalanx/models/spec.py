@@ -241,7 +241,7 @@ class AgentSettings(SpecModel):
     as the pod's launcher. false: the command runs bare, and gets no in-place restart, hot
     spare or hang detection. Each pod's `phalanx.dev/agent` annotation says which applies. The
     operator injects only where it is given an agent image (the chart's
-    `operator.agentInjection.image`)."""
+    `operator.agentInjection.enabled`)."""
 
     python: Annotated[str, Field(min_length=1, max_length=MAX_PATH)] = "python3"
     """The image's Python that runs the injected agent and its workers: a name on the image's

@@ -148,10 +148,10 @@ class Executor:
             case EnsurePodGroup(epoch=epoch, min_member=size):
                 self._create_custom(job, builder.pod_group(job, epoch, size))
             case CreateNodePod(
-                epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master
+                epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master, agent=agent
             ):
                 pod = builder.node_pod(
-                    job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master
+                    job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master, agent
                 )
                 self._create_pod(job, pod)
             case CreateStandbyPod(

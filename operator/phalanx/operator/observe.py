@@ -77,6 +77,7 @@ def pod_view(pod: Body) -> PodView | None:
         rank=rank,
         role=role,
         warm=role == "standby" and pod_labels.get(labels.WARM) == "true",
+        agent_injected=(meta.get("annotations") or {}).get(labels.AGENT) == "injected",
         epoch_nodes=int(pod_labels[labels.NNODES])
         if pod_labels.get(labels.NNODES, "").isdigit()
         else None,

@@ -338,3 +338,79 @@ def test_a_straggler_restart_carries_over_every_pod_but_the_slow_nodes() -> None
     assert j.status.avoid_nodes == ["node-2"]
     assert assigned(plan) == {"j-1-0": 0, "j-1-1": 1, "j-2-2": 2, "j-1-3": 3}
     assert "j-1-2" in {name for a in plan.of_type(DeletePods) for name in a.names}
+
+
+@pytest.mark.parametrize(
+    ("victim", "peers", "kept"),
+    [
+        ((137, "Killed"), (1, "Error"), ["Killed"]),  # a plain script's peers exit 1
+        ((137, "Killed"), (75, "CollectiveFailure"), ["Killed"]),  # the reference trainer's
+        ((1, "Error"), (1, "Error"), ["Error"]),  # a bug on one rank; the others fail after it
+    ],
+    ids=["killed-peers-error", "killed-peers-collective", "error-first-of-errors"],
+)
+def test_one_fault_is_one_failure_whatever_the_peers_exit_with(
+    victim: tuple[int, str], peers: tuple[int, str], kept: list[str]
+) -> None:
+    """The fault of node rank 1 (its agent reported it first), then the other ranks' exits."""
+    j = running()
+    gang = [
+        replace(p, agent=report(p.name, "failed", 1, exitCode=code, message="m",
+                                failedAt=at(19 if p.rank == 1 else 19.4)))
+        for p in agents(1, 4)
+        for code in [victim[0] if p.rank == 1 else peers[0]]
+    ]  # fmt: skip
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20))
+    assert j.status is not None
+    assert [f.reason for f in j.status.failures] == kept
+    assert j.status.failures[0].pod == "j-1-1"
+    assert j.status.failures[0].message == "m; 3 other rank failures followed"
+
+
+def test_two_lost_nodes_are_two_failures_and_one_restart() -> None:
+    j = running()
+    gang = [
+        replace(p, agent=report(p.name, "failed", 1, exitCode=137 if p.rank in (1, 2) else 1,
+                                failedAt=at(19 + p.rank / 10)))
+        for p in agents(1, 4)
+    ]  # fmt: skip
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20))
+    assert j.status is not None
+    assert sorted(f.pod or "" for f in j.status.failures) == ["j-1-1", "j-1-2"]
+    assert {f.reason for f in j.status.failures} == {"Killed"}, "the peers' exits follow them"
+    assert j.status.restarts.infrastructure == 1
+
+
+def test_a_peers_error_reported_before_the_kill_waits_for_the_kill() -> None:
+    """The race seen on kind: a plain script's peer reports its "connection reset" (exit 1)
+    before the killed worker's agent reports the kill. The restart must be the kill's."""
+    j = running()
+    gang = list(agents(1, 4))
+    gang[2] = replace(gang[2], agent=report("j-1-2", "failed", 1, exitCode=1, message="reset",
+                                            failedAt=at(19.4)))  # fmt: skip
+    j, plan = step(j, Observed(pods=tuple(gang)), at(19.5))
+    assert j.status is not None
+    assert j.status.epoch == 1, "an application failure alone waits for the peers' reports"
+    assert plan.requeue_after is not None
+    assert plan.requeue_after <= 1.0
+    gang[1] = replace(gang[1], agent=report("j-1-1", "failed", 1, exitCode=137, message="killed",
+                                            failedAt=at(19.45)))  # fmt: skip
+    j, _ = step(j, Observed(pods=tuple(gang)), at(19.6))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert (j.status.restarts.infrastructure, j.status.restarts.application) == (1, 0)
+    assert [(f.reason, f.pod) for f in j.status.failures] == [("Killed", "j-1-1")]
+
+
+def test_an_application_failure_alone_restarts_once_the_wait_is_over() -> None:
+    j = running()
+    gang = list(agents(1, 4))
+    gang[2] = replace(gang[2], agent=report("j-1-2", "failed", 1, exitCode=1, message="bug",
+                                            failedAt=at(19.4)))  # fmt: skip
+    j, _ = step(j, Observed(pods=tuple(gang)), at(19.5))
+    assert j.status is not None
+    assert j.status.epoch == 1
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20.4))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert j.status.restarts.application == 1

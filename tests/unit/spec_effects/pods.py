@@ -26,7 +26,7 @@ def _scheduling(key: str) -> Observer:
 
 
 INJECTING = BuildSettings(agent_image="phalanx/controlplane:test")
-"""An operator that injects the agent (the chart's operator.agentInjection.image)."""
+"""An operator that injects the agent (the chart's operator.agentInjection.enabled)."""
 WITH_COMMAND = {
     "spec": {"containers": [{"name": "t", "image": "img", "command": ["python", "t.py"]}]}
 }

@@ -30,18 +30,24 @@ INIT_CONTAINER: Final = "phalanx-agent"
 BUNDLED_AT: Final = "/opt/phalanx/" + AGENT_FILE
 """Where the control-plane image holds the zipapp, built with it (operator/Dockerfile)."""
 
-AgentSource = Literal["injected", "image", "disabled", "no-agent-image", "no-command"]
+AgentSource = Literal["injected", "image", "disabled", "no-agent-image", "no-command", "cannot-run"]
 """What runs a pod's command: the injected agent; the image's own entrypoint, already the agent
-(`phalanx-agent` named as the command), or the command bare for the reason named."""
+(`phalanx-agent` named as the command), or the command bare for the reason named
+(`cannot-run`: the agent injected into an earlier epoch's pods could not run in the image; the
+job's AgentInjected condition says why)."""
 
 
-def source(job: TrainingJob, container: Manifest, settings: BuildSettings) -> AgentSource:
+def source(
+    job: TrainingJob, container: Manifest, settings: BuildSettings, allowed: bool = True
+) -> AgentSource:
     """Whether the agent is injected into `container` (the pod's first), or why not."""
     command = container.get("command") or []
     if command and PurePosixPath(command[0]).name == "phalanx-agent":
         return "image"
     if not job.spec.agent.inject:
         return "disabled"
+    if not allowed:
+        return "cannot-run"
     if settings.agent_image is None:
         return "no-agent-image"
     if not command:
@@ -49,11 +55,13 @@ def source(job: TrainingJob, container: Manifest, settings: BuildSettings) -> Ag
     return "injected"
 
 
-def inject(job: TrainingJob, spec: Manifest, settings: BuildSettings) -> AgentSource:
-    """Put the agent in front of the first container's command where it applies; returns what
-    runs the command (for the pod's annotation)."""
+def inject(
+    job: TrainingJob, spec: Manifest, settings: BuildSettings, allowed: bool = True
+) -> AgentSource:
+    """Put the agent in front of the first container's command where it applies (and is
+    `allowed`: the planner's word); returns what runs the command (for the pod's annotation)."""
     container = spec["containers"][0]
-    found = source(job, container, settings)
+    found = source(job, container, settings, allowed)
     if found != "injected":
         return found
     spec.setdefault("volumes", []).append({"name": AGENT_VOLUME, "emptyDir": {}})

@@ -108,6 +108,7 @@ def node_pod(
     avoid_nodes: tuple[str, ...] = (),
     pod_group: bool = False,
     master: str | None = None,
+    agent: bool = True,
 ) -> Manifest:
     """Node pod `rank` of `epoch`: the template plus ranks, DNS, env contract and scheduling."""
     name = job.metadata.name or ""
@@ -121,7 +122,7 @@ def node_pod(
         pod_labels[PODGROUP_LABEL] = pod_group_name(name, epoch)
     contract = pod_env(job, epoch, rank, nodes, settings, master)
     pod_name = node_pod_name(name, epoch, rank)
-    return _gang_pod(job, pod_name, pod_labels, contract, avoid_nodes, settings)
+    return _gang_pod(job, pod_name, pod_labels, contract, avoid_nodes, settings, agent)
 
 
 def _gang_pod(
@@ -131,6 +132,7 @@ def _gang_pod(
     contract: dict[str, str],
     avoid_nodes: tuple[str, ...],
     settings: BuildSettings,
+    agent: bool = True,
 ) -> Manifest:
     """The template as a member of the gang: the agent where it is injected, the env contract
     (the template's own variables win), the pod's name for its agent, a DNS name under the
@@ -145,7 +147,7 @@ def _gang_pod(
         ours.append(POD_NAME_ENV)
         container["env"] = [*ours, *own]
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
-    agent = inject(job, spec, settings)
+    source = inject(job, spec, settings, agent)
     spec.update(hostname=pod_name, subdomain=service_name(job.metadata.name or ""))
     spec.update(restartPolicy="Never")
     spec.setdefault("serviceAccountName", service_account_name(job.metadata.name or ""))
@@ -153,7 +155,7 @@ def _gang_pod(
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
     metadata = _metadata(job, pod_name, pod_labels)
-    annotate(metadata, agent)
+    annotate(metadata, source)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

@@ -41,6 +41,8 @@ class CreateNodePod:
     master: str | None = None
     """The pod that is rank 0 when it carried over from an earlier epoch (rendezvous there);
     None: rank 0 is the epoch's own `<job>-<epoch>-0`."""
+    agent: bool = True
+    """Whether the pod may get the injected agent (False once it could not run in the image)."""
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,22 @@ def _infra_exit(pod: PodView, facts: Facts) -> bool:
     )
 
 
+AGENT_START_ERRORS = frozenset({"StartError", "ContainerCannotRun"})
+"""How the runtime reports a container whose command it could not execute (containerd, Docker)."""
+
+
+def _agent_cannot_run(pod: PodView, _: Facts) -> bool:
+    """The injected agent never ran: its interpreter is not in the image (the container could
+    not start), or is too old (the agent's own exit code)."""
+    return (
+        pod.agent_injected
+        and pod.phase == "Failed"
+        and (
+            pod.terminated_reason in AGENT_START_ERRORS or pod.exit_code == exits.AGENT_UNSUPPORTED
+        )
+    )
+
+
 RULES: tuple[Rule, ...] = (
     (
         "image or container config",
@@ -89,6 +105,8 @@ RULES: tuple[Rule, ...] = (
         "configuration",
         lambda p: p.waiting_reason or ConditionType.CONFIGURATION_ERROR,
     ),
+    ("injected agent cannot run", _agent_cannot_run, "configuration",
+     lambda _: FailureReason.AGENT_CANNOT_RUN),
     ("disruption", lambda p, _: p.disruption_reason is not None, "infrastructure",
      lambda p: p.disruption_reason or "DisruptionTarget"),
     ("evicted", lambda p, _: p.pod_reason == "Evicted", "infrastructure", lambda _: "Evicted"),

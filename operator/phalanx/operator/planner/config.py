@@ -34,6 +34,12 @@ class PlannerConfig:
     agents report no start-up phase, counts as one that reports none (see `planner.progress`).
     What is measured does not depend on it (a recovery then ends when the pods ran); only when
     the status says so does."""
+    failure_settle_seconds: float = 1.0
+    """How long an application failure that agents reported waits for the other ranks' reports
+    before the gang restarts, unless every rank has reported: a worker killed by the platform
+    is often reported after the peers whose collective it broke (a plain script's peers exit 1
+    on "connection reset"), and the restart's class, budget and cause must be the kill's. Only
+    application failures wait; any other is decided at once."""
     assignment_settle_seconds: float = 2.0
     """Sooner than `assignment_ack_seconds`: a carried-over pod whose agent is still silent
     this long after the epoch began, while every other carried-over agent already started it,

@@ -114,6 +114,13 @@ class Decision:
         if names:
             self.actions.append(DeletePods(tuple(sorted(names)), force))
 
+    @property
+    def agent_allowed(self) -> bool:
+        """Whether new node pods may get the injected agent: not once it could not run in the
+        job's image (the AgentInjected condition is False)."""
+        injected = self.condition(ConditionType.AGENT_INJECTED)
+        return injected is None or injected.status != "False"
+
     def start_epoch(self, nodes: int, reason: EpochReason) -> None:
         """Move to a new epoch of `nodes` node pods. Pods whose agent answers carry over (in-place
         restart; see `inplace`); the others are retired before the epoch launches."""

@@ -50,6 +50,8 @@ class PodView:
     agent: AgentReport | None = None
     """What the pod's agent last reported. Present only for agents that take new epochs in place
     (the pod outlives a restart); None for pods that run one epoch and exit."""
+    agent_injected: bool = False
+    """The operator injected the agent in front of its command (`phalanx.dev/agent`)."""
     warm: bool = False
     """A standby pod that runs the job's agent (a hot spare); a cold one only holds capacity."""
     reported_failure: bool = False

@@ -225,7 +225,9 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
     master = next((pod for pod, rank in current.ranks.items() if rank == 0), None)
     for rank in range(d.status.nodes):
         if rank not in pods:
-            d.actions.append(CreateNodePod(d.status.epoch, rank, d.status.nodes, avoid, master))
+            d.actions.append(
+                CreateNodePod(d.status.epoch, rank, d.status.nodes, avoid, master, d.agent_allowed)
+            )
     return False
 
 

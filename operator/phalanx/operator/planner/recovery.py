@@ -6,10 +6,12 @@ class, after the class's backoff. Pods whose agent answers carry over into it (s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from phalanx.models.conditions import ConditionReason, ConditionType, EpochReason, FailureReason
 from phalanx.models.events import EventReason
+from phalanx.models.status import FailureClass
 from phalanx.operator.planner import backoff, elastic, heartbeat, inplace
 from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_class
 from phalanx.operator.planner.config import PlannerConfig, seconds
@@ -46,6 +48,11 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
             for rank in range(d.status.nodes)
             if rank not in pods
         ]
+    if _awaits_peers(d, verdicts, config):
+        return True
+    if without := [v for v in verdicts if v.reason == FailureReason.AGENT_CANNOT_RUN]:
+        run_without_agent(d, without[0])
+        return True
     configuration = [v for v in verdicts if v.failure_class == "configuration"]
     restartable = [v for v in verdicts if v.failure_class != "configuration"]
     if restartable:
@@ -67,6 +74,41 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     return False
 
 
+def _awaits_peers(d: Decision, verdicts: list[Verdict], config: PlannerConfig) -> bool:
+    """Wait, briefly, for the other ranks' reports while only application failures are known
+    (`PlannerConfig.failure_settle_seconds`): a look again is due when the wait ends."""
+    if not verdicts or any(v.failure_class != "application" for v in verdicts):
+        return False
+    if len(verdicts) >= d.status.nodes:
+        return False  # every rank has spoken
+    reported = [v.pod for v in verdicts]
+    moments = _moments(d)
+    if not all(pod in moments for pod in reported):
+        return False  # a pod's own exit: nothing more will come from its agent
+    first = min(min(moments[pod] for pod in reported), d.now)
+    until = first + seconds(config.failure_settle_seconds)
+    if d.now >= until:
+        return False
+    d.requeue_at(until)
+    return True
+
+
+def run_without_agent(d: Decision, verdict: Verdict) -> None:
+    """The agent injected into the pods cannot run in the job's image: say once what the job
+    loses, and run the epoch again without it. Not the job's failure: no budget is charged."""
+    why = verdict.message or "the runtime could not start its interpreter"
+    message = (
+        f"the agent injected into pod {verdict.pod} could not run ({why.strip()[:300]}): the "
+        "job runs its command without it, so without in-place restarts, hot spares, start-up "
+        "and hang detection; name the image's Python 3.9+ in spec.agent.python to have them, "
+        "or set spec.agent.inject to false"
+    )
+    d.record_failure(verdict)
+    d.set_condition(ConditionType.AGENT_INJECTED, False, ConditionReason.AGENT_CANNOT_RUN, message)
+    d.event(EventReason.AGENT_NOT_INJECTED, message, "Warning")
+    d.start_epoch(d.status.nodes, reason=EpochReason.RESTART)
+
+
 def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> None:
     """Restart the gang in a new epoch, within the restart budget of the failure's class."""
     failure_class = restart_class(verdicts)
@@ -74,7 +116,7 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
         (v for v in verdicts if v.failure_class == failure_class),
         key=lambda v: v.reason in CONSEQUENCES,
     )
-    for verdict in verdicts:
+    for verdict in faults(d, verdicts, failure_class):
         d.record_failure(verdict)
     policy = d.spec.failure_policy
     if backoff.budget_exhausted(failure_class, d.status.restarts, policy):
@@ -118,15 +160,39 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
     )
 
 
+def faults(d: Decision, verdicts: list[Verdict], failure_class: FailureClass) -> list[Verdict]:
+    """The failures a restart records: the faults, not the failures that follow from them (one
+    fault is one failure). Beside an infrastructure fault, application errors and collective
+    failures are the peers' view of it (a plain script's surviving ranks exit 1 when a peer
+    dies), while every infrastructure fault is one (two nodes lost together are two); among
+    application errors alone, the first to happen stands for those its agents reported after
+    it. Each kept fault says how many failures it stood for."""
+    same = [v for v in verdicts if v.failure_class == failure_class]
+    kept = [v for v in same if v.reason not in CONSEQUENCES] or same
+    moments = _moments(d)
+    if failure_class == "application" and len(kept) > 1 and all(v.pod in moments for v in kept):
+        first = min(moments[v.pod] for v in kept if v.pod is not None)
+        kept = [v for v in kept if moments[v.pod] == first]
+    followed = len(verdicts) - len(kept)
+    if not followed:
+        return kept
+    note = f"{followed} other rank failure{'s' if followed > 1 else ''} followed"
+    return [replace(kept[0], message="; ".join(filter(None, [kept[0].message, note]))), *kept[1:]]
+
+
+def _moments(d: Decision) -> dict[str | None, datetime]:
+    """When each pod's workers failed, where its agent reported the moment."""
+    return {
+        p.name: p.agent.failed_at
+        for p in d.observed.pods
+        if p.agent is not None and p.agent.failed_at is not None
+    }
+
+
 def first_sign(d: Decision, verdicts: list[Verdict]) -> datetime | None:
     """When the earliest of these failures happened, where an agent reported the moment."""
-    named = {v.pod for v in verdicts}
-    moments = [
-        p.agent.failed_at
-        for p in d.observed.pods
-        if p.name in named and p.agent is not None and p.agent.failed_at is not None
-    ]
-    return min(moments, default=None)
+    moments = _moments(d)
+    return min((moments[v.pod] for v in verdicts if v.pod in moments), default=None)
 
 
 def restart_size(d: Decision, unresponsive: frozenset[str] = frozenset()) -> int:

@@ -24,6 +24,7 @@ from pathlib import Path
 import phalanx.trainer as trainer_package
 from phalanx import progress
 from phalanx.models import env as env_module
+from phalanx.models import exits
 
 TRAINER = Path(trainer_package.__file__).parent
 MODELS = Path(env_module.__file__).parent
@@ -48,11 +49,12 @@ PACKAGE_INITS = {
 """Packages get their own small `__init__`: the installed ones import pydantic (models) or are
 namespace packages, which a zip cannot hold."""
 
-MAIN = '''"""The Phalanx agent, injected: `python3 phalanx-agent.pyz COMMAND...`."""
+MAIN = f'''"""The Phalanx agent, injected: `python3 phalanx-agent.pyz COMMAND...`."""
 import sys
 
-if sys.version_info < (3, 9):
-    sys.exit("phalanx-agent: needs Python 3.9 or later, this is " + sys.version.split()[0])
+if sys.version_info < (3, 9):  # written so that even Python 2 reads it
+    sys.stderr.write("phalanx-agent: needs Python 3.9 or later, not " + sys.version.split()[0])
+    sys.exit({exits.AGENT_UNSUPPORTED})  # the operator then runs the command without the agent
 
 from phalanx.trainer.agent.main import run
 

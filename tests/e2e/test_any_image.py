@@ -1,0 +1,125 @@
+"""A user's own image gets Phalanx's agent injected: tests/e2e/images/user-python.Dockerfile has
+python3 and torch and nothing of Phalanx, and runs deploy/examples/train.py, a plain DDP script
+that imports nothing from Phalanx. The suite's chart values turn injection on
+(`operator.agentInjection.enabled`), as a user's would.
+
+What the agent brings to that image is asserted on what it does: the node pods carry the
+injected init container and say so (`phalanx.dev/agent: injected`); a worker SIGKILLed inside a
+pod restarts the gang in place, every pod carried into the new epoch and none recreated, where
+the same image run bare would have its pods recreated; and the kill counts as one failure, not
+one per rank whose collective failed after it. An image with no Python at all cannot run the
+agent: the job runs its command bare and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from phalanx.models import labels
+from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
+from tests.e2e.faults import signal_workers
+from tests.support.manifests import EXAMPLES_DIR
+
+USER_IMAGE = "phalanx/user-python:0.1.0"
+NO_PYTHON_IMAGE = "phalanx/no-python:0.1.0"
+STEPS = 150
+
+
+def user_job(
+    name: str, command: list[str], nodes: int = 3, image: str = USER_IMAGE
+) -> dict[str, Any]:
+    """A job running `command` in `image`, one process per pod (train.py mounted with the user
+    image, whose tests run it)."""
+    container: dict[str, Any] = {"name": "train", "image": image, "command": command}
+    template: dict[str, Any] = {"containers": [container]}
+    if image == USER_IMAGE:
+        container["volumeMounts"] = [{"name": "script", "mountPath": "/script"}]
+        template["volumes"] = [{"name": "script", "configMap": {"name": "train-script"}}]
+    return for_kind({
+        "apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": {"min": 2, "max": nodes}, "nprocPerNode": 1,
+            "checkpoint": {"dir": f"/checkpoints/{name}"},
+            "template": {"spec": template},
+        },
+    })  # fmt: skip
+
+
+def _steps(kind: KindCluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    log = kind.shared_dir(namespace) / job / "steps.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
+    kind: KindCluster, namespace: str
+) -> None:
+    job = "user-ddp"
+    kind.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "train-script"},
+        "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
+    command = ["python3", "/script/train.py", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1"]
+    kind.create_job(namespace, user_job(job, command))
+    wait_for(lambda: any(r.get("step", 0) >= 25 for r in _steps(kind, namespace, job)), 300,
+             "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
+    epoch = kind.status(namespace, job)["epoch"]
+    pods = kind.node_pods(namespace, job, epoch)
+    assert len(pods) == 3
+    for pod in pods:
+        assert pod.metadata.annotations[labels.AGENT] == "injected", pod.metadata.annotations
+        assert [c.name for c in pod.spec.init_containers] == ["phalanx-agent"]
+    before = {p.metadata.name: p.metadata.uid for p in pods}
+
+    victim = kind.running_pod(namespace, job, epoch, rank=1)
+    fault_at = time.time()
+    assert signal_workers(kind, victim, "SIGKILL", "train.py", python="python3")
+    status = kind.wait_status(namespace, job, lambda s: s.get("epoch", 0) > epoch,
+                              "a new epoch after the kill")  # fmt: skip
+    wait_for(lambda: any(r.get("time", 0) > fault_at and "step" in r
+                         for r in _steps(kind, namespace, job)), 120,
+             "a training step after the kill")  # fmt: skip
+    seen = _steps(kind, namespace, job)
+    resumed = next(r for r in seen if "resumed" in r and r["time"] > fault_at)
+    first = next(r for r in seen if "step" in r and r["time"] > resumed["time"])
+
+    status = kind.status(namespace, job)
+    assert set(status["current"]["ranks"]) == set(before), "every pod carried over, in place"
+    after = {p.metadata.name: p.metadata.uid for p in kind.node_pods(namespace, job)}
+    assert after == before, "no pod deleted or created"
+    failures = [f for f in status["failures"] if f["epoch"] == epoch]
+    assert len(failures) == 1, failures
+    assert (failures[0]["class"], failures[0]["reason"]) == ("infrastructure", "Killed"), failures
+
+    done = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded",
+                            420)  # fmt: skip
+    assert max(r.get("step", 0) for r in _steps(kind, namespace, job)) == STEPS
+    assert resumed["resumed"] >= 20
+    record("user-image-worker-killed", image=USER_IMAGE, job="train.py (plain DDP), 3 pods x 1",
+           fault_to_first_step_s=round(first["time"] - fault_at, 2),
+           resumed_from_step=resumed["resumed"], restarts=done["restarts"])  # fmt: skip
+
+
+def test_an_image_without_python_runs_bare_and_the_job_says_what_it_loses(
+    kind: KindCluster, namespace: str
+) -> None:
+    """tests/e2e/images/no-python.Dockerfile: the injected agent cannot start there. The job
+    must neither fail nor loop: a Warning event and the AgentInjected condition name what is
+    lost, and the command runs without the agent, charged no restart."""
+    job = "no-python"
+    command = ["sh", "-c", 'echo "rank $RANK of $WORLD_SIZE"; sleep 2']
+    kind.create_job(namespace, user_job(job, command, nodes=2, image=NO_PYTHON_IMAGE))
+    done = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded",
+                            300)  # fmt: skip
+    [condition] = [c for c in done["conditions"] if c["type"] == "AgentInjected"]
+    assert (condition["status"], condition["reason"]) == ("False", "AgentCannotRun"), condition
+    assert "without in-place restarts, hot spares" in condition["message"]
+    assert "python3" in condition["message"], "the runtime's own words say what was missing"
+    warnings = [e for e in kind.events(namespace, job) if e.reason == "AgentNotInjected"]
+    assert warnings
+    assert warnings[0].type == "Warning"
+    assert done["restarts"]["total"] == 0
+    last = kind.node_pods(namespace, job, done["epoch"])
+    assert last
+    assert all(p.metadata.annotations[labels.AGENT] == "cannot-run" for p in last)
