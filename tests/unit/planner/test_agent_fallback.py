@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from phalanx.models import exits
+from phalanx.models import TrainingJob, exits
 from phalanx.operator.planner import CreateNodePod, Observed
 from tests.unit.planner.builders import at, job, pods, step
 
@@ -24,7 +24,7 @@ NOT_FOUND = (
 )
 
 
-def running_epoch_1():  # type: ignore[no-untyped-def]
+def running_epoch_1() -> TrainingJob:
     j, _ = step(job(), Observed(), at(0))
     j, _ = step(j, Observed(pods=tuple(pods(1, 4, agent_injected=True))), at(5))
     return j
