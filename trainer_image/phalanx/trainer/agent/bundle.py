@@ -10,8 +10,9 @@ Python from 3.9 on, and every architecture. The operator's pods get it from an i
 (see `phalanx.operator.builder.agent`), which copies it into a volume the training container
 mounts.
 
-The zip also carries `phalanx.progress` (standard library only): a worker started by an injected
-agent finds it on its path, so a script can report progress without a pip install.
+The zip also carries `phalanx.progress` (standard library only) and the frameworks' callbacks
+(`phalanx.integrations`): a worker started by an injected agent finds them on its path, so a
+script reports progress without a pip install.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from phalanx.models import exits
 
 TRAINER = Path(trainer_package.__file__).parent
 MODELS = Path(env_module.__file__).parent
+INTEGRATIONS = Path(progress.__file__).parent / "integrations"
 """Where the modules come from: the installed packages (the bundle is built from what runs)."""
 
 MODULES: tuple[tuple[Path, str], ...] = (
@@ -71,6 +73,8 @@ def files() -> dict[str, bytes]:
     for path in sorted((TRAINER / "agent").glob("*.py")):
         if path.name not in ("bundle.py", "__main__.py"):
             found[f"phalanx/trainer/agent/{path.name}"] = path.read_bytes()
+    for path in sorted(INTEGRATIONS.glob("*.py")):  # imported by workers, never by the agent
+        found[f"phalanx/integrations/{path.name}"] = path.read_bytes()
     found |= {inside: text.encode() for inside, text in PACKAGE_INITS.items()}
     found["__main__.py"] = MAIN.encode()
     return found

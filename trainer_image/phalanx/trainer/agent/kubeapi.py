@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,7 +127,7 @@ class KubeAPI:
         params: dict[str, str],
         seconds: int,
         opened: Callable[[http.client.HTTPConnection], None] | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Generator[dict[str, Any], None, None]:
         """The watch events of the collection at `path` (one JSON object a line) until the
         server ends the request after `seconds`; `opened` gets the connection, so another thread
         can end the watch sooner (`close_watch`)."""

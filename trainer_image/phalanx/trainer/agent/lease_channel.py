@@ -10,6 +10,7 @@ blocking. A dropped watch is resumed (from the last resourceVersion, else with a
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import sys
 import threading
@@ -90,12 +91,15 @@ class LeaseAssignments:
                 events = self.api.watch(
                     lease_path(self.namespace), params, self.watch_seconds, self._opened
                 )
-                for event in events:
-                    if event.get("type") == "ERROR":  # 410 Gone: the version is too old
-                        raise RuntimeError(event.get("object", {}).get("message", "watch error"))
-                    lease = event["object"]
-                    version = lease["metadata"]["resourceVersion"]
-                    self._keep(parse(lease))
+                with contextlib.closing(events):  # its connection closes whatever ends the loop
+                    for event in events:
+                        if event.get("type") == "ERROR":  # 410 Gone: the version is too old
+                            raise RuntimeError(
+                                event.get("object", {}).get("message", "watch error")
+                            )
+                        lease = event["object"]
+                        version = lease["metadata"]["resourceVersion"]
+                        self._keep(parse(lease))
             except Exception as error:  # a broken connection, an expired version: read again
                 if self._stopped.is_set():
                     return
