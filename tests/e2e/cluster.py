@@ -216,6 +216,12 @@ class KindCluster:
         """The host folder behind the namespace's checkpoint volume (every node sees it)."""
         return self.state / "shared" / namespace
 
+    def step_log(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        """What a user script wrote to `<its checkpoint dir>/steps.jsonl` (deploy/examples'
+        scripts: `resumed` and `step` records with their times)."""
+        log = self.shared_dir(namespace) / job / "steps.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
     def make_namespace(self, namespace: str) -> None:
         """A namespace with the shared checkpoint claim bound to its own hostPath volume."""
         self.core.create_namespace(

@@ -7,15 +7,18 @@ What the agent brings to that image is asserted on what it does: the node pods c
 injected init container and say so (`phalanx.dev/agent: injected`); a worker SIGKILLed inside a
 pod restarts the gang in place, every pod carried into the new epoch and none recreated, where
 the same image run bare would have its pods recreated; and the kill counts as one failure, not
-one per rank whose collective failed after it. An image with no Python at all cannot run the
-agent: the job runs its command bare and says so.
+one per rank whose collective failed after it. The same image runs a PyTorch Lightning and a
+Hugging Face Trainer script (deploy/examples), each with its one-line callback: the status
+shows their steps and goodput, and a kill restarts them in place too. An image with no Python at
+all cannot run the agent: the job runs its command bare and says so.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
+
+import pytest
 
 from phalanx.models import labels
 from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
@@ -48,9 +51,16 @@ def user_job(
     })  # fmt: skip
 
 
-def _steps(kind: KindCluster, namespace: str, job: str) -> list[dict[str, Any]]:
-    log = kind.shared_dir(namespace) / job / "steps.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+def resumed_after(
+    kind: KindCluster, namespace: str, job: str, fault_at: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The script's first resume after the fault, and its first step after that resume."""
+    wait_for(lambda: any(r.get("time", 0) > fault_at and "step" in r
+                         for r in kind.step_log(namespace, job)), 180,
+             "a training step after the fault")  # fmt: skip
+    seen = kind.step_log(namespace, job)
+    resumed = next(r for r in seen if "resumed" in r and r["time"] > fault_at)
+    return resumed, next(r for r in seen if "step" in r and r["time"] > resumed["time"])
 
 
 def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
@@ -62,7 +72,7 @@ def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
         "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
     command = ["python3", "/script/train.py", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1"]
     kind.create_job(namespace, user_job(job, command))
-    wait_for(lambda: any(r.get("step", 0) >= 25 for r in _steps(kind, namespace, job)), 300,
+    wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, job)), 300,
              "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
     epoch = kind.status(namespace, job)["epoch"]
     pods = kind.node_pods(namespace, job, epoch)
@@ -77,12 +87,7 @@ def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
     assert signal_workers(kind, victim, "SIGKILL", "train.py", python="python3")
     status = kind.wait_status(namespace, job, lambda s: s.get("epoch", 0) > epoch,
                               "a new epoch after the kill")  # fmt: skip
-    wait_for(lambda: any(r.get("time", 0) > fault_at and "step" in r
-                         for r in _steps(kind, namespace, job)), 120,
-             "a training step after the kill")  # fmt: skip
-    seen = _steps(kind, namespace, job)
-    resumed = next(r for r in seen if "resumed" in r and r["time"] > fault_at)
-    first = next(r for r in seen if "step" in r and r["time"] > resumed["time"])
+    resumed, first = resumed_after(kind, namespace, job, fault_at)
 
     status = kind.status(namespace, job)
     assert set(status["current"]["ranks"]) == set(before), "every pod carried over, in place"
@@ -94,7 +99,7 @@ def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
 
     done = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded",
                             420)  # fmt: skip
-    assert max(r.get("step", 0) for r in _steps(kind, namespace, job)) == STEPS
+    assert max(r.get("step", 0) for r in kind.step_log(namespace, job)) == STEPS
     assert resumed["resumed"] >= 20
     record("user-image-worker-killed", image=USER_IMAGE, job="train.py (plain DDP), 3 pods x 1",
            fault_to_first_step_s=round(first["time"] - fault_at, 2),
@@ -123,3 +128,81 @@ def test_an_image_without_python_runs_bare_and_the_job_says_what_it_loses(
     last = kind.node_pods(namespace, job, done["epoch"])
     assert last
     assert all(p.metadata.annotations[labels.AGENT] == "cannot-run" for p in last)
+
+
+@pytest.mark.parametrize(
+    ("framework", "script"),
+    [("lightning", "lightning_train.py"), ("hugging-face", "hf_train.py")],
+)
+def test_a_framework_script_in_a_users_image_shows_its_progress_and_restarts_in_place(
+    kind: KindCluster, namespace: str, framework: str, script: str
+) -> None:
+    """A Lightning DDP script and a Hugging Face Trainer script, each with the one-line callback
+    (`--phalanx`), in the user image: the job's status shows their steps, loss, checkpoint and
+    goodput, and a SIGKILLed worker restarts the gang in place, measured to the first step."""
+    job = f"{framework}-job"
+    kind.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "train-script"},
+        "data": {script: (EXAMPLES_DIR / script).read_text()}})  # fmt: skip
+    command = ["python3", f"/script/{script}", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1",
+               "--phalanx"]  # fmt: skip
+    kind.create_job(namespace, user_job(job, command))
+    status = kind.wait_status(
+        namespace, job,
+        lambda s: (s.get("progress") or {}).get("step", 0) >= 25
+        and (s.get("lastCheckpoint") or {}).get("step", 0) >= 20,
+        "steps and a checkpoint reported through the framework's callback", 300,
+    )  # fmt: skip
+    epoch = status["epoch"]
+    before = {p.metadata.name for p in kind.node_pods(namespace, job, epoch)}
+    victim = kind.running_pod(namespace, job, epoch, rank=1)
+    fault_at = time.time()
+    assert signal_workers(kind, victim, "SIGKILL", script, python="python3")
+    resumed, first = resumed_after(kind, namespace, job, fault_at)
+
+    done = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded",
+                            420)  # fmt: skip
+    assert done["epoch"] == epoch + 1
+    assert set(done["current"]["ranks"]) == before, "every pod carried over, in place"
+    assert [(f["class"], f["reason"]) for f in done["failures"]] == [("infrastructure", "Killed")]
+    assert done["progress"]["step"] == STEPS
+    assert done["progress"]["loss"] is not None
+    assert done["lastCheckpoint"]["step"] >= 20
+    assert 0 < done["goodput"] < 1
+    recovered = [e.message for e in kind.events(namespace, job) if e.reason == "Recovered"]
+    assert recovered, "the recovery is measured to the first step"
+    assert resumed["resumed"] >= 10, "resumed from the framework's own checkpoint"
+    record(f"user-image-{framework}-worker-killed", image=USER_IMAGE,
+           job=f"{script} --phalanx, 3 pods x 1",
+           fault_to_first_step_s=round(first["time"] - fault_at, 2),
+           resumed_from_step=resumed["resumed"], recovered=recovered[-1])  # fmt: skip
+
+
+def test_a_stopped_worker_in_a_users_image_is_a_hang_restarted_in_place(
+    kind: KindCluster, namespace: str
+) -> None:
+    """train.py reports no steps, so no step can be seen not to advance: its agent finds the
+    SIGSTOPped worker in the process table (10 s, the default), and the gang restarts in place."""
+    job = "user-hang"
+    kind.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "train-script"},
+        "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
+    command = ["python3", "/script/train.py", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1"]
+    kind.create_job(namespace, user_job(job, command))
+    wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, job)), 300,
+             "the script to pass step 25")  # fmt: skip
+    epoch = kind.status(namespace, job)["epoch"]
+    before = {p.metadata.name for p in kind.node_pods(namespace, job, epoch)}
+    victim = kind.running_pod(namespace, job, epoch, rank=1)
+    fault_at = time.time()
+    assert signal_workers(kind, victim, "SIGSTOP", "train.py", python="python3")
+    resumed, first = resumed_after(kind, namespace, job, fault_at)
+    done = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded",
+                            420)  # fmt: skip
+    [failure] = [f for f in done["failures"] if f["epoch"] == epoch]
+    assert (failure["class"], failure["reason"]) == ("infrastructure", "Hang"), failure
+    assert "stayed stopped (SIGSTOP)" in failure["message"], "found by the agent, in place"
+    assert set(done["current"]["ranks"]) == before
+    record("user-image-rank-stopped", image=USER_IMAGE, job="train.py (plain DDP), 3 pods x 1",
+           fault_to_first_step_s=round(first["time"] - fault_at, 2),
+           resumed_from_step=resumed["resumed"])  # fmt: skip

@@ -133,11 +133,6 @@ def _script_config_map(kind: KindCluster, namespace: str, name: str, script: str
         "metadata": {"name": name}, "data": {script: (EXAMPLES_DIR / script).read_text()}})  # fmt: skip
 
 
-def _step_log(kind: KindCluster, namespace: str, job: str) -> list[dict[str, Any]]:
-    steps = kind.shared_dir(namespace) / job / "steps.jsonl"
-    return [json.loads(line) for line in steps.read_text().splitlines()] if steps.exists() else []
-
-
 def test_the_python_script_example_gets_its_ranks_and_says_it_reports_no_steps(
     kind: KindCluster, namespace: str
 ) -> None:
@@ -145,7 +140,7 @@ def test_the_python_script_example_gets_its_ranks_and_says_it_reports_no_steps(
     (the PyTorchJob contract). It reports nothing, and the status says so."""
     _script_config_map(kind, namespace, "train-script", "train.py")
     kind.create_job(namespace, example(kind, "python-script"))
-    wait_for(lambda: any(r.get("step", 0) >= 25 for r in _step_log(kind, namespace, "python-script")),
+    wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, "python-script")),
              300, "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
     epoch = kind.status(namespace, "python-script")["epoch"]
     victim = kind.running_pod(namespace, "python-script", epoch, rank=1)
@@ -153,7 +148,7 @@ def test_the_python_script_example_gets_its_ranks_and_says_it_reports_no_steps(
     kind.core.delete_namespaced_pod(victim.metadata.name, namespace)
     done = succeeded(kind, namespace, "python-script")
     assert done["epoch"] > epoch
-    seen = _step_log(kind, namespace, "python-script")
+    seen = kind.step_log(namespace, "python-script")
     resumed = [r for r in seen if "resumed" in r and r["time"] > fault_at]
     assert resumed, seen[-5:]
     assert resumed[0]["resumed"] >= 20, seen[-5:]

@@ -18,10 +18,13 @@ PREFLIGHT: Final = 76
 AGENT_UNSUPPORTED: Final = 78
 """The injected agent cannot run on the image's Python (older than 3.9): the operator runs the
 job's command without it."""
+STOPPED: Final = 79
+"""A worker stayed stopped (SIGSTOP: a frozen process) past the hang timeout: found by its agent
+in the process table, for any program, whether it reports steps or not."""
 SIGNAL_BASE: Final = 128
 """128 + N: the process was killed by signal N (SIGKILL = 137, SIGTERM = 143)."""
 
-INFRASTRUCTURE_CODES: Final = frozenset({COMMUNICATION, PREFLIGHT})
+INFRASTRUCTURE_CODES: Final = frozenset({COMMUNICATION, PREFLIGHT, STOPPED})
 
 
 def killed_by_signal(code: int) -> bool:

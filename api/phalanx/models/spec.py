@@ -181,7 +181,9 @@ class FailurePolicy(SpecModel):
     the trainer first reports step times. Set it for steps longer than 30 s, or for pauses between
     steps longer than the adaptive timeout (blocking checkpoint saves, evaluation). Before the
     first step, a pod whose agent stops reporting for this long (15 s at most) is frozen,
-    whatever the phase of its start."""
+    whatever the phase of its start. For any program under the agent, reporting or not, a
+    worker process that stays stopped (SIGSTOP) this long (10 s when unset) is a hang too, found
+    by its agent in the process table."""
 
     startup_timeout_seconds: Annotated[int | None, Field(ge=1)] = None
     """An epoch whose first step has not completed this long after all its node pods run is

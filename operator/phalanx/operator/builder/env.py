@@ -120,6 +120,8 @@ def pod_env(
     }
     if spec.nproc_per_node == 1:
         values |= env.single_worker(rank, nodes)
+    if spec.failure_policy.hang_timeout_seconds is not None:
+        values[env.PHALANX_HANG_TIMEOUT_SECONDS] = str(spec.failure_policy.hang_timeout_seconds)
     if spec.checkpoint.dir is not None:
         values[env.PHALANX_CHECKPOINT_DIR] = spec.checkpoint.dir
     if spec.checkpoint.url is not None:

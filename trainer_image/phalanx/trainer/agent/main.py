@@ -36,7 +36,7 @@ from phalanx.trainer.agent.kubeapi import KubeError
 from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.trainer.agent.liveness import Liveness, Renewals, tracks_phases
 from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
-from phalanx.trainer.agent.supervisor import POLL_SECONDS, Outcome, Supervisor
+from phalanx.trainer.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor
 from phalanx.trainer.agent.warm import Launcher
 from phalanx.trainer.agent.wire import Assignment, Report
 from phalanx.trainer.contract import PodEnv
@@ -219,7 +219,12 @@ class Agent:
         env = epoch_env(self.base_env, assignment, node_rank)
         pod = PodEnv.read(env)
         progress = self.rundir / f"progress-{assignment.epoch}.json"
-        supervisor = Supervisor(self.launcher, stop_grace_seconds=0 if self.in_place else 10)
+        stopped = env.get(contract.PHALANX_HANG_TIMEOUT_SECONDS)
+        supervisor = Supervisor(
+            self.launcher,
+            stop_grace_seconds=0 if self.in_place else 10,
+            stopped_seconds=float(stopped) if stopped else STOPPED_SECONDS,
+        )
         memory = (
             {}
             if self.memory is None

@@ -14,6 +14,23 @@ from phalanx.models import exits
 from phalanx.trainer.agent.warm import Launcher, WorkerProcess, signal_worker
 
 POLL_SECONDS = 0.05
+STOPPED_SECONDS = 10.0
+"""How long a worker may stay stopped (SIGSTOP, job control) before the gang fails: nothing in
+training stops a process, so one that stays stopped is frozen (a debugger's ptrace stop is
+another state, 't'). spec.failurePolicy.hangTimeoutSeconds sets it
+(PHALANX_HANG_TIMEOUT_SECONDS)."""
+STOPPED_CHECK_SECONDS = 0.5
+"""How often the process table is read for stopped workers."""
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped by a signal (state T in /proc; False where there is no
+    /proc to read, or the process is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 @dataclass
@@ -54,6 +71,9 @@ class Supervisor:
     workers: list[Worker] = field(default_factory=list)
     stop_grace_seconds: float = 10.0
     settle_seconds: float = 2.0
+    stopped_seconds: float = STOPPED_SECONDS
+    _stopped_since: dict[int, float] = field(default_factory=dict)
+    _stopped_checked: float = 0.0
 
     def spawn(self, env: dict[str, str], local_rank: int, rank: int, error_file: Path) -> None:
         error_file.unlink(missing_ok=True)
@@ -74,6 +94,28 @@ class Supervisor:
             return outcome
         if all(c == 0 for c in codes):
             return Outcome(exits.OK, f"all {len(self.workers)} workers exited 0")
+        return self._frozen()
+
+    def _frozen(self) -> Outcome | None:
+        """A worker stopped for `stopped_seconds`: the gang is killed (a stopped process takes
+        no SIGTERM until it runs again) and the failure is said to be a hang."""
+        now = time.monotonic()
+        if now - self._stopped_checked < STOPPED_CHECK_SECONDS:
+            return None
+        self._stopped_checked = now
+        for worker in self.workers:
+            if not is_stopped(worker.process.pid):
+                self._stopped_since.pop(worker.rank, None)
+                continue
+            since = self._stopped_since.setdefault(worker.rank, now)
+            if now - since >= self.stopped_seconds:
+                stopped_at = time.time() - (now - since)
+                self.kill()
+                message = (
+                    f"worker rank {worker.rank} stayed stopped (SIGSTOP) for "
+                    f"{now - since:.0f} s: a frozen process"
+                )
+                return Outcome(exits.STOPPED, message, failed_at=stopped_at)
         return None
 
     def wait(self, tick: object = None) -> Outcome:
