@@ -54,13 +54,19 @@ def user_job(
 def resumed_after(
     kind: KindCluster, namespace: str, job: str, fault_at: float
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The script's first resume after the fault, and its first step after that resume."""
-    wait_for(lambda: any(r.get("time", 0) > fault_at and "step" in r
-                         for r in kind.step_log(namespace, job)), 180,
-             "a training step after the fault")  # fmt: skip
-    seen = kind.step_log(namespace, job)
-    resumed = next(r for r in seen if "resumed" in r and r["time"] > fault_at)
-    return resumed, next(r for r in seen if "step" in r and r["time"] > resumed["time"])
+    """The script's first resume after the fault, and its first step after that resume (a step
+    logged just after the fault, still in flight when it struck, does not count)."""
+
+    def found() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        seen = kind.step_log(namespace, job)
+        resumes = [r for r in seen if "resumed" in r and r["time"] > fault_at]
+        if not resumes:
+            return None
+        steps = [r for r in seen if "step" in r and r["time"] > resumes[0]["time"]]
+        return (resumes[0], steps[0]) if steps else None
+
+    resumed, first = wait_for(found, 180, "a resume and a training step after the fault")
+    return resumed, first
 
 
 def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
