@@ -108,3 +108,21 @@ def test_a_pod_the_planner_keeps_from_the_agent_runs_bare_and_says_so() -> None:
     assert pod["metadata"]["annotations"][labels.AGENT] == "cannot-run"
     assert "initContainers" not in pod["spec"]
     assert pod["spec"]["containers"][0]["command"] == ["python", "t.py"]
+
+
+@pytest.mark.parametrize(
+    ("command", "nproc", "expected"),
+    [
+        (["bash", "-c", "torchrun --nproc-per-node=2 train.py"], 2, "own-launcher"),
+        (["bash", "-c", "python train.py"], 1, "injected"),
+        (["/usr/bin/python3.11", "train.py"], 2, "injected"),
+        (["torchrun", "train.py"], 2, "injected"),
+    ],
+)
+def test_with_several_processes_a_command_that_may_launch_its_own_runs_bare(
+    command: list[str], nproc: int, expected: str
+) -> None:
+    """The agent starts the command once per worker: a shell script that starts the pod's
+    workers itself would be started nprocPerNode times."""
+    pod = node_pod(job({"command": command}, nprocPerNode=nproc), 1, 0, 1, INJECTING)
+    assert pod["metadata"]["annotations"][labels.AGENT] == expected

@@ -240,7 +240,8 @@ class AgentSettings(SpecModel):
     (3.9 or later), nothing installed. It needs `command` in the template: the operator cannot
     see an image's entrypoint, so with `args` alone the image's entrypoint runs as it is (the
     Phalanx trainer image's is the agent). A `torchrun` command runs its script with the agent
-    as the pod's launcher. false: the command runs bare, and gets no in-place restart, hot
+    as the pod's launcher. With several processes per pod, only a Python or torchrun command
+    runs under it (a shell script may start the pod's workers itself). false: the command runs bare, and gets no in-place restart, hot
     spare or hang detection. Each pod's `phalanx.dev/agent` annotation says which applies. The
     operator injects only where it is given an agent image (the chart's
     `operator.agentInjection.enabled`)."""

@@ -30,11 +30,26 @@ INIT_CONTAINER: Final = "phalanx-agent"
 BUNDLED_AT: Final = "/opt/phalanx/" + AGENT_FILE
 """Where the control-plane image holds the zipapp, built with it (operator/Dockerfile)."""
 
-AgentSource = Literal["injected", "image", "disabled", "no-agent-image", "no-command", "cannot-run"]
+AgentSource = Literal[
+    "injected", "image", "disabled", "no-agent-image", "no-command", "own-launcher", "cannot-run"
+]
 """What runs a pod's command: the injected agent; the image's own entrypoint, already the agent
 (`phalanx-agent` named as the command), or the command bare for the reason named
-(`cannot-run`: the agent injected into an earlier epoch's pods could not run in the image; the
-job's AgentInjected condition says why)."""
+(`own-launcher`: with several processes per pod, a command that is neither Python nor torchrun,
+such as a shell script, may start the workers itself, and the agent would start it once per
+worker; `cannot-run`: the agent injected into an earlier epoch's pods could not run in the
+image; the job's AgentInjected condition says why)."""
+
+PER_WORKER_PROGRAMS = ("python", "torchrun")
+"""Commands the agent knows how to run once per worker (a name starting so: python3.11, ...)."""
+
+
+def runs_per_worker(command: list[str], nproc_per_node: int) -> bool:
+    """Whether the agent may start `command` once per worker: always with one worker per pod
+    (the command is then the pod's one process, as it would be bare); with several, only a
+    Python program or torchrun (which the agent runs as the pod's launcher)."""
+    name = PurePosixPath(command[0]).name
+    return nproc_per_node == 1 or name.startswith(PER_WORKER_PROGRAMS)
 
 
 def source(
@@ -52,6 +67,8 @@ def source(
         return "no-agent-image"
     if not command:
         return "no-command"
+    if not runs_per_worker(command, job.spec.nproc_per_node):
+        return "own-launcher"
     return "injected"
 
 
