@@ -69,10 +69,9 @@ def resumed_after(
     return resumed, first
 
 
-def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
-    kind: KindCluster, namespace: str
-) -> None:
-    job = "user-ddp"
+def train_py_past_a_checkpoint(kind: KindCluster, namespace: str, job: str) -> int:
+    """deploy/examples/train.py as `job` in the user image, past step 25 (a checkpoint at 20);
+    the job's epoch then."""
     kind.core.create_namespaced_config_map(namespace, {
         "metadata": {"name": "train-script"},
         "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
@@ -80,7 +79,14 @@ def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
     kind.create_job(namespace, user_job(job, command))
     wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, job)), 300,
              "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
-    epoch = kind.status(namespace, job)["epoch"]
+    return int(kind.status(namespace, job)["epoch"])
+
+
+def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
+    kind: KindCluster, namespace: str
+) -> None:
+    job = "user-ddp"
+    epoch = train_py_past_a_checkpoint(kind, namespace, job)
     pods = kind.node_pods(namespace, job, epoch)
     assert len(pods) == 3
     for pod in pods:
@@ -190,14 +196,7 @@ def test_a_stopped_worker_in_a_users_image_is_a_hang_restarted_in_place(
     """train.py reports no steps, so no step can be seen not to advance: its agent finds the
     SIGSTOPped worker in the process table (10 s, the default), and the gang restarts in place."""
     job = "user-hang"
-    kind.core.create_namespaced_config_map(namespace, {
-        "metadata": {"name": "train-script"},
-        "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
-    command = ["python3", "/script/train.py", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1"]
-    kind.create_job(namespace, user_job(job, command))
-    wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, job)), 300,
-             "the script to pass step 25")  # fmt: skip
-    epoch = kind.status(namespace, job)["epoch"]
+    epoch = train_py_past_a_checkpoint(kind, namespace, job)
     before = {p.metadata.name for p in kind.node_pods(namespace, job, epoch)}
     victim = kind.running_pod(namespace, job, epoch, rank=1)
     fault_at = time.time()

@@ -81,19 +81,12 @@ def resumed_from_a_checkpoint(summary: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(480)
-def test_a_lightning_script_with_the_callback_reports_and_restarts_in_place(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("name", "script"), [("lightning", "lightning_train.py"), ("hf", "hf_train.py")]
+)
+def test_a_framework_script_with_the_callback_reports_and_restarts_in_place(
+    tmp_path: Path, name: str, script: str
 ) -> None:
-    summary = run_with_a_worker_killed(tmp_path, "lightning", "lightning_train.py", "0.05")
-    assert_reported_like_the_reference_trainer(summary)
-    resumed_from_a_checkpoint(summary)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(480)
-def test_a_hugging_face_trainer_script_with_the_callback_reports_and_restarts_in_place(
-    tmp_path: Path,
-) -> None:
-    summary = run_with_a_worker_killed(tmp_path, "hf", "hf_train.py", "0.05")
+    summary = run_with_a_worker_killed(tmp_path, name, script, "0.05")
     assert_reported_like_the_reference_trainer(summary)
     resumed_from_a_checkpoint(summary)

@@ -241,10 +241,10 @@ class AgentSettings(SpecModel):
     see an image's entrypoint, so with `args` alone the image's entrypoint runs as it is (the
     Phalanx trainer image's is the agent). A `torchrun` command runs its script with the agent
     as the pod's launcher. With several processes per pod, only a Python or torchrun command
-    runs under it (a shell script may start the pod's workers itself). false: the command runs bare, and gets no in-place restart, hot
-    spare or hang detection. Each pod's `phalanx.dev/agent` annotation says which applies. The
-    operator injects only where it is given an agent image (the chart's
-    `operator.agentInjection.enabled`)."""
+    runs under it (a shell script may start the pod's workers itself). false: the command runs
+    bare, and gets no in-place restart, hot spare or hang detection. Each pod's
+    `phalanx.dev/agent` annotation says which applies. The operator injects only where it is
+    given an agent image (the chart's `operator.agentInjection.enabled`)."""
 
     python: Annotated[str, Field(min_length=1, max_length=MAX_PATH)] = "python3"
     """The image's Python that runs the injected agent and its workers: a name on the image's
