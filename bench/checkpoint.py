@@ -38,11 +38,10 @@ import torch.distributed as dist
 
 from bench import reshard
 from phalanx.models.spec import Checkpoint
-from phalanx.trainer.checkpoint import CheckpointManager
-from phalanx.trainer.memory import MemorySnapshots
+from phalanx.resume.checkpoint import CheckpointManager
+from phalanx.resume.memory import MemorySnapshots
+from phalanx.resume.state import AppState, TrainingProgress
 from phalanx.trainer.model import ModelConfig, TinyLM
-from phalanx.trainer.progress import TrainingProgress
-from phalanx.trainer.state import AppState
 
 SIZES = {
     "small (dim 256, 4 layers)": ModelConfig(

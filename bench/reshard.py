@@ -25,11 +25,10 @@ import torch.multiprocessing as mp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.multiprocessing.spawn import start_processes
 
-from phalanx.trainer.checkpoint import CheckpointManager
+from phalanx.resume.checkpoint import CheckpointManager
+from phalanx.resume.state import AppState, TrainingProgress
 from phalanx.trainer.model import ModelConfig, TinyLM
 from phalanx.trainer.parallel import fully_shard_model
-from phalanx.trainer.progress import TrainingProgress
-from phalanx.trainer.state import AppState
 from tests.support.controlplane import free_port
 
 

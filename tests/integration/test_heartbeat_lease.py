@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from phalanx.agent.kubeapi import KubeAPI, KubeError
+from phalanx.agent.sinks import LeaseSink
 from phalanx.models import TrainingJob
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator import builder, observe
-from phalanx.trainer.agent.kubeapi import KubeAPI, KubeError
-from phalanx.trainer.agent.sinks import LeaseSink
 from tests.support.controlplane import ControlPlane
 
 

@@ -158,7 +158,7 @@ def test_kill_9_of_phalanx_run_leaves_no_process_and_the_next_run_sweeps_its_mem
     try:
         wait_until(lambda: last_step(tmp_path / "run") >= 3, 120, "step 3", interval=0.1)
         started = psutil.Process(run.pid).children(recursive=True)
-        agents = [p for p in started if "phalanx.trainer.agent" in p.cmdline()]
+        agents = [p for p in started if "phalanx.agent" in p.cmdline()]
         assert len(agents) == 2, [p.cmdline() for p in started]
         assert len(started) > len(agents), "no workers under the agents"
         run.kill()

@@ -20,7 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from phalanx.trainer import devices, parallel
+from phalanx.resume import devices
+from phalanx.trainer import parallel
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.model import ModelConfig, TinyLM, sample_losses
 

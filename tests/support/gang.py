@@ -71,12 +71,12 @@ def start_node(
         "OMP_NUM_THREADS": "1",
         "PYTHONWARNINGS": "ignore",
     }
-    settings = {f"PHALANX_TRAINER_{k.upper()}": str(v) for k, v in (trainer or {}).items()}
+    settings = {_variable(k): str(v) for k, v in (trainer or {}).items()}
     full_env = {**os.environ, **contract, **settings, **(env or {})}
     log = workdir / f"agent-{epoch}-{node_rank}.log"
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "phalanx.trainer.agent", *(command or [])],
+            [sys.executable, "-m", "phalanx.agent", *(command or [])],
             env=full_env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     return LocalNode(process, log)
@@ -134,7 +134,7 @@ def check_exactly_once(
 ) -> None:
     """Every kept step used the samples its global position names, and each data epoch used
     every sample exactly once (the last, partial epoch at most once)."""
-    from phalanx.trainer.data import GlobalSampler
+    from phalanx.resume.sampler import GlobalSampler
 
     sampler = GlobalSampler(dataset, global_batch, seed=0)
     per_epoch: dict[int, Counter[int]] = {}
@@ -150,3 +150,11 @@ def check_exactly_once(
         assert max(counts.values()) == 1, f"data epoch {epoch} repeated samples"
         complete = (epoch + 1) * dataset <= steps * global_batch
         assert not complete or len(counts) == dataset, f"data epoch {epoch} missed samples"
+
+
+def _variable(setting: str) -> str:
+    """The variable of a reference-trainer setting, or of the resume library's checkpoint
+    settings (`checkpoint_*`, `collective_timeout_seconds`), which every program reads."""
+    if setting.startswith("checkpoint_") or setting == "collective_timeout_seconds":
+        return f"PHALANX_{setting.upper()}"
+    return f"PHALANX_TRAINER_{setting.upper()}"

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from phalanx.models import exits
-from phalanx.trainer.checkpoint import CheckpointManager
+from phalanx.resume.checkpoint import CheckpointManager
 from tests.support.controlplane import REPO_ROOT, free_port, wait_until
 from tests.support.gang import records, run_until_step, start_node
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from phalanx.trainer.checkpoint import METADATA, CheckpointManager, CheckpointSaveError
+from phalanx.resume.checkpoint import METADATA, CheckpointManager, CheckpointSaveError
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from phalanx.trainer.agent.liveness import (
+from phalanx.agent.liveness import (
     UNTRACKED_RENEW_SECONDS,
     Liveness,
     Renewals,

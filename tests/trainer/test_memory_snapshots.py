@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from phalanx.trainer.memory import MemorySnapshots
+from phalanx.resume.memory import MemorySnapshots
 
 
 class Counter:

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from phalanx.models import exits
+from phalanx.resume.memory import MemorySnapshots
 from phalanx.trainer import distributed
 from phalanx.trainer.config import TrainerConfig
-from phalanx.trainer.memory import MemorySnapshots
 from phalanx.trainer.model import ModelConfig, TinyLM
 from phalanx.trainer.parallel import grid
 from phalanx.trainer.pipeline import SettingError, check, cut, stage_layers

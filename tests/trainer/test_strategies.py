@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from phalanx.trainer.checkpoint import CheckpointManager
+from phalanx.resume.checkpoint import CheckpointManager
 from tests.support.controlplane import free_port
 from tests.support.gang import kept_trajectory, start_node
 

@@ -98,7 +98,7 @@ def test_a_warm_standby_gets_the_agent_a_cold_one_does_not() -> None:
 
 def test_the_control_plane_image_builds_the_zipapp_where_init_containers_copy_it() -> None:
     dockerfile = (REPO_ROOT / "operator" / "Dockerfile").read_text()
-    assert f"-m phalanx.trainer.agent.bundle {BUNDLED_AT}" in dockerfile
+    assert f"-m phalanx.agent.bundle {BUNDLED_AT}" in dockerfile
     assert Path(BUNDLED_AT).name == AGENT_FILE
 
 

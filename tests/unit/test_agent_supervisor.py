@@ -13,9 +13,9 @@ import signal
 import time
 from pathlib import Path
 
+from phalanx.agent.supervisor import Supervisor, is_stopped
+from phalanx.agent.warm import Launcher
 from phalanx.models import exits
-from phalanx.trainer.agent.supervisor import Supervisor, is_stopped
-from phalanx.trainer.agent.warm import Launcher
 
 
 def gang(tmp_path: Path, seconds: float, limit: float) -> Supervisor:

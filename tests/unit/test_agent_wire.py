@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
+from phalanx.agent.wire import Assignment, Report, WireError, heartbeat_epoch
 from phalanx.models.assignment import AgentReport, EpochAssignment
-from phalanx.trainer.agent.wire import Assignment, Report, WireError, heartbeat_epoch
 
 T0 = datetime(2026, 11, 25, 16, 30, 1, 250000, tzinfo=UTC)
 

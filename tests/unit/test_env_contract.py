@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
+from phalanx.agent.main import epoch_env
+from phalanx.agent.wire import Assignment
 from phalanx.models import TrainingJob, env
 from phalanx.operator.builder import BuildSettings, node_pod
 from phalanx.operator.builder.env import pod_env
-from phalanx.trainer.agent.main import epoch_env
-from phalanx.trainer.agent.wire import Assignment
+from phalanx.pod import PodEnv
+from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
-from phalanx.trainer.contract import PodEnv
 
 
 def _job() -> TrainingJob:
@@ -80,7 +81,7 @@ def test_trainer_parses_the_pod_the_operator_renders(
         "fsdp",
         "bf16",
     )
-    assert trainer.checkpoint_interval_steps == 25
+    assert CheckpointSettings.from_env().interval_steps == 25
     ranks = [int(parsed.worker_env(local)[env.RANK]) for local in range(4)]
     assert ranks == [rank * 4 + local for local in range(4)]
 

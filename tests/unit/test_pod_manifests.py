@@ -102,5 +102,5 @@ def test_the_checkpoint_cadence_reaches_the_reference_trainer() -> None:
     manifest["spec"]["checkpoint"] |= {"intervalSeconds": 600, "memoryIntervalSteps": 0}
     pod = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    assert env["PHALANX_TRAINER_CHECKPOINT_INTERVAL_SECONDS"] == "600"
-    assert env["PHALANX_TRAINER_CHECKPOINT_MEMORY_INTERVAL_STEPS"] == "0"
+    assert env["PHALANX_CHECKPOINT_INTERVAL_SECONDS"] == "600"
+    assert env["PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS"] == "0"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from phalanx.models.reach import phrase, stated
 from tests.unit.spec_effects.build import job
-from tests.unit.spec_effects.fields import field_value, spec_field_paths
+from tests.unit.spec_effects.fields import descriptions, field_value, spec_field_paths
+from tests.unit.spec_effects.reach import REACHES
 from tests.unit.spec_effects.registry import EFFECTS
 
 FIELDS = spec_field_paths()
@@ -49,3 +51,20 @@ def test_changing_a_field_changes_what_it_governs(path: str) -> None:
     seen = effect.observe(variant)
     assert seen == effect.expect
     assert seen != effect.observe(baseline), f"spec.{path} is accepted and ignored"
+
+
+def test_every_spec_field_registers_the_programs_it_reaches() -> None:
+    assert sorted(set(FIELDS) ^ REACHES.keys()) == [], (
+        "register each field's reach in tests/unit/spec_effects/reach.py (and only fields)"
+    )
+
+
+@pytest.mark.parametrize("path", FIELDS)
+def test_every_field_description_says_which_programs_it_reaches(path: str) -> None:
+    """The nearest description that states a reach (the field's own, else its enclosing
+    object's) states the registered one, so `kubectl explain` tells a user which programs a
+    field reaches."""
+    said = next((r for d in descriptions(path) if (r := stated(d)) is not None), None)
+    expected = phrase(REACHES[path])
+    assert said is not None, f"spec.{path}: no description says `{expected}`"
+    assert said == REACHES[path], f"spec.{path} says {phrase(said)!r}, registered {expected!r}"

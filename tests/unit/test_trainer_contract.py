@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from phalanx.models import env
-from phalanx.trainer.contract import EnvError, PodEnv
+from phalanx.pod import EnvError, PodEnv
 
 POD = {
     env.MASTER_ADDR: "job-0-0.job.ns.svc",

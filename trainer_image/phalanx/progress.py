@@ -16,7 +16,7 @@ and summary; hang detection (a step that stops advancing restarts the gang); rec
 to the first step after a restart; the newest checkpoint in the status. With `sync_ranks=True`
 on every rank, each rank's step and compute times too, so a slow rank (a straggler) is found and
 its node avoided. Once every worker of a pod entered a phase (`phase`, or the first `report`),
-its agent judges it as it judges the reference trainer (phalanx.trainer.agent.liveness). Without
+its agent judges it as it judges the reference trainer (phalanx.agent.liveness). Without
 these calls the job's status says that the program reports no steps, instead of figures.
 It needs the agent (the image's entrypoint, `args: [python, script.py]`): under torchrun or as
 the container's command nothing reads what it writes, and its calls do nothing.
@@ -217,7 +217,8 @@ def _write_atomically(path: Path, text: str) -> None:
 _reporter: Reporter | None = None
 
 
-def _default() -> Reporter:
+def default_reporter() -> Reporter:
+    """This process's reporter, the one `report`, `checkpoint` and `compute` use."""
     global _reporter
     if _reporter is None:
         _reporter = Reporter()
@@ -232,14 +233,14 @@ def report(
     sync_ranks: bool = False,
 ) -> None:
     """Step `step` completed; see `Reporter.report`."""
-    _default().report(step, loss, samples, sync_ranks=sync_ranks)
+    default_reporter().report(step, loss, samples, sync_ranks=sync_ranks)
 
 
 def checkpoint(step: int, path: str) -> None:
     """A checkpoint of step `step` is committed at `path`; see `Reporter.checkpoint`."""
-    _default().checkpoint(step, path)
+    default_reporter().checkpoint(step, path)
 
 
 def compute() -> contextlib.AbstractContextManager[None]:
     """Time this rank's own work in a step; see `Reporter.compute`."""
-    return _default().compute()
+    return default_reporter().compute()

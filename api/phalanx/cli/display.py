@@ -16,7 +16,7 @@ from rich.text import Text
 
 from phalanx.local import LocalRun, RunSummary
 from phalanx.models.events import JobEvent
-from phalanx.models.status import TrainingJobStatus
+from phalanx.models.status import CheckpointRef, TrainingJobStatus
 
 NOT_REPORTED = "not reported: the program reports no steps (see phalanx.progress)"
 
@@ -89,7 +89,7 @@ class RunDisplay:
         )  # fmt: skip
         table.add_row(
             "restarts", _restarts(status),
-            "checkpoint", f"step {checkpoint.step}" if checkpoint else "-",
+            "checkpoint", _checkpoint(checkpoint, status.checkpoint_interval_steps),
         )  # fmt: skip
         title = f"phalanx run {run.job.metadata.name}  ·  {run.elapsed:.0f} s"
         return Panel(table, title=title, title_align="left", expand=False)
@@ -131,7 +131,17 @@ def render_summary(console: Console, summary: RunSummary) -> None:
         table.add_row("goodput", NOT_REPORTED if summary.lost_seconds is None else "-")
     checkpoint = summary.last_checkpoint
     table.add_row(
-        "last checkpoint", f"step {checkpoint.step}: {checkpoint.path}" if checkpoint else "-"
+        "last checkpoint",
+        f"{_checkpoint(checkpoint, summary.checkpoint_interval_steps)}: {checkpoint.path}"
+        if checkpoint
+        else "-",
     )
     table.add_row("run directory", summary.workdir)
     console.print(Panel(table, title=f"{summary.job}: summary", title_align="left", expand=False))
+
+
+def _checkpoint(checkpoint: CheckpointRef | None, every: int | None) -> str:
+    """`step 40 (every 10)`: the newest checkpoint and the cadence the program really kept."""
+    if checkpoint is None:
+        return "-"
+    return f"step {checkpoint.step}" + (f" (every {every})" if every else "")

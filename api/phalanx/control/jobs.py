@@ -198,14 +198,27 @@ class JobControl:
         return self.kube.logs(namespace, pod, tail_lines, follow)
 
     def checkpoints(self, caller: Caller, namespace: str, name: str) -> Checkpoints:
-        """Where the job checkpoints, its retention and cadence, and the newest valid one."""
+        """Where the job checkpoints, its retention, the newest valid checkpoint, and the cadence
+        the program really saves at (as reported) beside the one the spec asks for."""
         job = self.get(caller, namespace, name)
-        checkpoint = job.spec.checkpoint
+        checkpoint, status = job.spec.checkpoint, job.status
+        observed = status.checkpoint_interval_steps if status else None
+        last = status.last_checkpoint if status else None
+        note = None
+        if observed is None:
+            note = (
+                "one checkpoint reported so far: the cadence shows after the next"
+                if last is not None
+                else "no checkpoint reported: the program does not report its checkpoints "
+                "(phalanx.resume and phalanx.progress.checkpoint do), or has not saved yet"
+            )
         return Checkpoints(
             location=checkpoint.url or checkpoint.dir or "",
-            last=job.status.last_checkpoint if job.status else None,
+            last=last,
             keep=checkpoint.keep,
-            interval_steps=checkpoint.interval_steps,
+            interval_steps=observed,
+            requested_interval_steps=checkpoint.interval_steps,
+            note=note,
         )
 
     def watchable(self, caller: Caller, namespace: str, name: str) -> None:

@@ -5,6 +5,7 @@ This package imports no Kubernetes client, so every part of Phalanx can depend o
 """
 
 from phalanx.models.errors import FieldError, field_errors
+from phalanx.models.failure_policy import FailurePolicy
 from phalanx.models.job import (
     API_VERSION,
     CRD_NAME,
@@ -17,7 +18,6 @@ from phalanx.models.job import (
 )
 from phalanx.models.spec import (
     Checkpoint,
-    FailurePolicy,
     Nccl,
     Parallelism,
     Replicas,

@@ -6,7 +6,7 @@ holds which node rank, where rank 0 listens) and a pod that is still healthy kee
 agent stops its workers and starts the new epoch's. Each agent, in turn, reports its state, so
 the operator learns of a failure without the pod failing. The same models travel through a file
 on the local backend and through the job's Lease on a cluster. The agent itself speaks them
-without pydantic (`phalanx.trainer.agent.wire`); `tests/unit/test_agent_wire.py` holds the two
+without pydantic (`phalanx.agent.wire`); `tests/unit/test_agent_wire.py` holds the two
 sides to one JSON.
 """
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     GetJsonSchemaHandler,
     ValidationInfo,
     model_validator,
@@ -79,3 +80,13 @@ class OpaqueObject(KubeModel):
     """A Kubernetes object Phalanx passes through untouched (resources, volumes, probes...)."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def object_default(model: type[SpecModel]) -> Any:
+    """A nested object that exists even when omitted, so its own defaults always apply.
+
+    The CRD gets the model's full default object (the API server validates a default against the
+    CEL rules as it stands, before nested defaulting); Python gets a fresh instance of `model`.
+    """
+    default = model().model_dump(mode="json", by_alias=True, exclude_none=True)
+    return Field(default_factory=model, json_schema_extra={"default": default})

@@ -45,6 +45,17 @@ PHALANX_CHECKPOINT_URL: Final = "PHALANX_CHECKPOINT_URL"
 PHALANX_CHECKPOINT_MEMORY_DIR: Final = "PHALANX_CHECKPOINT_MEMORY_DIR"
 """The pod's directory in host memory (tmpfs) for its workers' memory snapshots; the agent
 picks one under /dev/shm when it is not set, and removes it when it exits."""
+PHALANX_CHECKPOINT_INTERVAL_STEPS: Final = "PHALANX_CHECKPOINT_INTERVAL_STEPS"
+PHALANX_CHECKPOINT_INTERVAL_SECONDS: Final = "PHALANX_CHECKPOINT_INTERVAL_SECONDS"
+PHALANX_CHECKPOINT_KEEP: Final = "PHALANX_CHECKPOINT_KEEP"
+PHALANX_CHECKPOINT_ASYNC: Final = "PHALANX_CHECKPOINT_ASYNC"
+PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS: Final = "PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS"
+"""spec.checkpoint's cadence and retention, for every program: the resume library
+(`phalanx.resume`) reads them, so the reference trainer and any script using it save as the spec
+says (see `checkpoint`)."""
+PHALANX_COLLECTIVE_TIMEOUT_SECONDS: Final = "PHALANX_COLLECTIVE_TIMEOUT_SECONDS"
+"""spec.nccl.timeoutSeconds, when set: the process group's collective timeout once training
+runs, which the resume library applies after the first step (torch reads no variable for it)."""
 PHALANX_TENSOR_PARALLEL: Final = "PHALANX_TENSOR_PARALLEL"
 PHALANX_PIPELINE_PARALLEL: Final = "PHALANX_PIPELINE_PARALLEL"
 PHALANX_DATA_PARALLEL: Final = "PHALANX_DATA_PARALLEL"
@@ -86,7 +97,7 @@ PHALANX_PHASE_FILE: Final = "PHALANX_PHASE_FILE"
 """Where a worker writes the start-up phase it entered; its agent reports the least advanced."""
 PHALANX_FAULT_DIR: Final = "PHALANX_FAULT_DIR"
 """Local runs only: faults armed to strike when a worker enters a phase (`phalanx run
---hang-node-at loading`); see phalanx.trainer.phases."""
+--hang-node-at loading`); see phalanx.phases."""
 FAULT_ARMED_SUFFIX: Final = ".armed"
 """A file in PHALANX_FAULT_DIR ending so is a fault waiting for a worker to enter its phase."""
 FAULT_STRUCK_SUFFIX: Final = ".struck"
@@ -160,6 +171,26 @@ def worker(node_rank: int, nodes: int, nproc_per_node: int, local_rank: int) -> 
         ROLE_RANK: str(rank),
         ROLE_WORLD_SIZE: str(world),
     }
+
+
+def checkpoint(
+    interval_steps: int,
+    keep: int,
+    async_save: bool,
+    memory_interval_steps: int,
+    interval_seconds: int | None = None,
+) -> dict[str, str]:
+    """spec.checkpoint's cadence as variables: the operator writes them on every node pod, the
+    resume library (`phalanx.resume.settings`) reads them."""
+    values = {
+        PHALANX_CHECKPOINT_INTERVAL_STEPS: str(interval_steps),
+        PHALANX_CHECKPOINT_KEEP: str(keep),
+        PHALANX_CHECKPOINT_ASYNC: "true" if async_save else "false",
+        PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS: str(memory_interval_steps),
+    }
+    if interval_seconds is not None:
+        values[PHALANX_CHECKPOINT_INTERVAL_SECONDS] = str(interval_seconds)
+    return values
 
 
 def data_parallel(nodes: int, nproc_per_node: int, tensor: int, pipeline: int) -> int:

@@ -88,12 +88,21 @@ class EventList(Schema):
 
 
 class Checkpoints(Schema):
-    """Where the job checkpoints and the newest committed checkpoint it reported."""
+    """Where the job checkpoints, the newest committed checkpoint it reported, and the cadence
+    it really saves at next to the one its spec asks for."""
 
     location: str
     last: CheckpointRef | None = None
     keep: int
-    interval_steps: int
+    interval_steps: int | None = None
+    """Steps between the program's two newest committed checkpoints, as it reported them
+    (status.checkpointIntervalSteps): what it does. Null until two are reported; always null for
+    a program that reports none (see `note`)."""
+    requested_interval_steps: int
+    """spec.checkpoint.intervalSteps: what the reference trainer and scripts using
+    phalanx.resume save at. Other programs keep their own cadence."""
+    note: str | None = None
+    """Why `interval_steps` is unknown, when it is."""
 
 
 class Health(Schema):

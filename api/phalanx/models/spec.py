@@ -4,11 +4,12 @@ stated here, once, for both the API server and Python (see `phalanx.models.rules
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from phalanx.models.base import SpecModel
+from phalanx.models.base import SpecModel, object_default
+from phalanx.models.failure_policy import FailurePolicy
 from phalanx.models.memory import MemorySettings
 from phalanx.models.names import MAX_NODES
 from phalanx.models.rules import CelRule
@@ -16,21 +17,10 @@ from phalanx.models.template import PodTemplate
 
 MAX_PATH = 4096
 
-ExitCode = Annotated[int, Field(ge=1, le=255)]
-
-
-def object_default(model: type[SpecModel]) -> Any:
-    """A nested object that exists even when omitted, so its own defaults always apply.
-
-    The CRD gets the model's full default object (the API server validates a default against the
-    CEL rules as it stands, before nested defaulting); Python gets a fresh instance of `model`.
-    """
-    default = model().model_dump(mode="json", by_alias=True, exclude_none=True)
-    return Field(default_factory=model, json_schema_extra={"default": default})
-
 
 class Replicas(SpecModel):
-    """How many node pods the job may run: the operator picks a size within `min..desired`."""
+    """How many node pods the job may run: the operator picks a size within `min..desired`.
+    Reaches: every program."""
 
     __cel_rules__ = (
         CelRule(
@@ -63,7 +53,10 @@ class Replicas(SpecModel):
 
 
 class Parallelism(SpecModel):
-    """Model-parallel group sizes. Data parallelism is what is left: world / (tensor x pipeline)."""
+    """Model-parallel group sizes. Data parallelism is what is left: world / (tensor x pipeline).
+    The planner picks only sizes whose world they divide; the pods get them as
+    PHALANX_TENSOR_PARALLEL and PHALANX_PIPELINE_PARALLEL, which the reference trainer shards by.
+    Reaches: every program."""
 
     tensor: Annotated[int, Field(ge=1)] = 1
     """Tensor-parallel degree. A tensor group lives inside one pod, so it divides nprocPerNode."""
@@ -73,7 +66,12 @@ class Parallelism(SpecModel):
 
 
 class Checkpoint(SpecModel):
-    """Where and how often the job saves sharded checkpoints it can resume from."""
+    """Where and how often the job saves sharded checkpoints it can resume from. The location
+    goes to every pod (PHALANX_CHECKPOINT_DIR or _URL); the cadence and retention reach the
+    programs that read them: the reference trainer and any script that saves with
+    `phalanx.resume`. Other programs keep their own, which `GET .../checkpoints` and
+    status.checkpointIntervalSteps show as they report it.
+    Reaches: the reference trainer, scripts using phalanx.resume."""
 
     __cel_rules__ = (
         CelRule(
@@ -84,36 +82,40 @@ class Checkpoint(SpecModel):
     )
 
     dir: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
-    """Directory inside the node pods (a shared volume, e.g. an RWX PVC) or, locally, on disk."""
+    """Directory inside the node pods (a shared volume, e.g. an RWX PVC) or, locally, on disk:
+    PHALANX_CHECKPOINT_DIR on every pod (`$(PHALANX_CHECKPOINT_DIR)` in a command).
+    Reaches: every program."""
 
     url: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
-    """fsspec URL of the checkpoint location, e.g. s3://bucket/job."""
+    """fsspec URL of the checkpoint location, e.g. s3://bucket/job: PHALANX_CHECKPOINT_URL on
+    every pod. Reaches: every program."""
 
     interval_steps: Annotated[int, Field(ge=1)] = 100
     """Save every this many training steps."""
 
     interval_seconds: Annotated[int | None, Field(ge=1)] = None
-    """Also save when this many seconds have passed since the last save (the reference
-    trainer; its ranks agree on it in the collective they run every step anyway)."""
+    """Also save when this many seconds have passed since the last save (the ranks agree on
+    it in one small collective every step)."""
 
     keep: Annotated[int, Field(ge=1)] = 3
     """How many valid checkpoints to keep; the newest valid one is never deleted."""
 
     memory_interval_steps: Annotated[int, Field(ge=0)] = 10
-    """The reference trainer also snapshots each rank's state into its pod's memory every this
-    many steps (0: never). A restart resumes from memory when every rank holds the same snapshot
-    (or, for a replicated DDP state, a peer does) and it is newer than storage, so a failure
-    costs at most this many steps of work. Each rank keeps one snapshot of its own state in
-    host memory. A snapshot costs a step a state dict, a host copy and a background write (for
-    the quickstart on 2 CPU cores: +6 to +11 % step time every step, +3 % every 10 steps),
-    hence 10 rather than 1."""
+    """Also snapshot each rank's state into its pod's memory every this many steps (0: never),
+    under the agent, which gives each pod a memory directory. A restart resumes from memory
+    when every rank holds the same snapshot (or, for a replicated DDP state, a peer does) and
+    it is newer than storage, so a failure costs at most this many steps of work. Each rank
+    keeps one snapshot of its own state in host memory. A snapshot costs a step a state dict, a
+    host copy and a background write (for the quickstart on 2 CPU cores: +6 to +11 % step time
+    every step, +3 % every 10 steps), hence 10 rather than 1."""
 
     async_save: bool = Field(default=True, alias="async")
     """Save in the background so training is blocked only while the state is staged."""
 
 
 class TrainerSettings(SpecModel):
-    """Settings for the reference trainer in the Phalanx trainer image. Other scripts ignore it."""
+    """Settings for the reference trainer in the Phalanx trainer image. Other scripts ignore it.
+    Reaches: the reference trainer."""
 
     global_batch_size: Annotated[int, Field(ge=1)] = 32
     """Samples per optimizer step, held constant at every world size."""
@@ -135,75 +137,9 @@ class TrainerSettings(SpecModel):
     """Seed for model initialisation and data order."""
 
 
-class Backoff(SpecModel):
-    """Exponential backoff between restarts."""
-
-    __cel_rules__ = (
-        CelRule(
-            rule="self.maxSeconds >= self.initialSeconds",
-            message=(
-                "spec.failurePolicy.backoff.maxSeconds must be greater than or equal to "
-                "spec.failurePolicy.backoff.initialSeconds"
-            ),
-            field_path=".maxSeconds",
-            check=lambda b: b.max_seconds >= b.initial_seconds,
-        ),
-    )
-
-    initial_seconds: Annotated[int, Field(ge=1)] = 10
-    """Delay before the first restart; it doubles with each restart in a row."""
-
-    max_seconds: Annotated[int, Field(ge=1)] = 300
-    """Longest delay between restarts."""
-
-
-class FailurePolicy(SpecModel):
-    """How the job reacts to failures, by class (application, infrastructure, configuration)."""
-
-    max_restarts: Annotated[int, Field(ge=0)] = 3
-    """Restarts allowed for application failures (non-zero exits of user code)."""
-
-    max_infra_restarts: Annotated[int, Field(ge=0)] = 20
-    """Restarts allowed for infrastructure failures (OOM, eviction, lost node, hang...)."""
-
-    backoff: Backoff = object_default(Backoff)
-    """Delay between restarts."""
-
-    retryable_exit_codes: Annotated[list[ExitCode], Field(max_length=64)] = Field(
-        default_factory=list
-    )
-    """Exit codes that mean a transient failure: they count as infrastructure, not application."""
-
-    hang_timeout_seconds: Annotated[int | None, Field(ge=1)] = None
-    """A training step that does not advance for this long is a hang and restarts the gang. The
-    clock starts at each epoch's first reported step. Unset, the timeout adapts to the job: 10 x
-    the slowest rank's mean step time (status.progress.stepSeconds), at least 30 s, and 30 s until
-    the trainer first reports step times. Set it for steps longer than 30 s, or for pauses between
-    steps longer than the adaptive timeout (blocking checkpoint saves, evaluation). Before the
-    first step, a pod whose agent stops reporting for this long (15 s at most) is frozen,
-    whatever the phase of its start. For any program under the agent, reporting or not, a
-    worker process that stays stopped (SIGSTOP) this long (10 s when unset) is a hang too, found
-    by its agent in the process table."""
-
-    startup_timeout_seconds: Annotated[int | None, Field(ge=1)] = None
-    """An epoch whose first step has not completed this long after all its node pods run is
-    stuck in start-up (rendezvous, checkpoint load, first step) and restarts, although every
-    agent still reports. Unset, it adapts to the job: 3 x its slowest earlier start-up
-    (status.startupSeconds), at least 120 s. Set it when an epoch's start legitimately takes
-    longer (a large checkpoint on slow storage), or shorter to catch a stuck start sooner."""
-
-    straggler_factor: Annotated[float, Field(gt=1)] = 2.0
-    """A rank whose compute time per step (its own work, not its waits for peers), its median
-    over 20 steps, stays above this factor times the other ranks', costing the gang at least 10 %
-    of a step, is a straggler: the gang restarts off its node. Programs that do not time their
-    compute are judged by step time."""
-
-    schedule_timeout_seconds: Annotated[int, Field(ge=1)] = 300
-    """Pods still unschedulable after this long make the job shrink (or, at min, wait)."""
-
-
 class Nccl(SpecModel):
-    """NCCL settings for the workers, merged over the operator's cluster defaults (job wins)."""
+    """NCCL settings for the workers, merged over the operator's cluster defaults (job wins), as
+    the NCCL_* variables NCCL itself reads. Reaches: every program."""
 
     __cel_rules__ = (
         CelRule(
@@ -224,7 +160,11 @@ class Nccl(SpecModel):
     """NCCL_DEBUG level."""
 
     timeout_seconds: Annotated[int | None, Field(ge=1)] = None
-    """Collective timeout after the first step; shorter finds a hung peer sooner."""
+    """The process group's collective timeout once training runs (after the first step);
+    shorter finds a hung peer sooner. torch reads no variable for it, so the resume library sets
+    it (300 s unset); other programs keep torch's own (10 min with NCCL, 30 min with gloo), and
+    the agent's hang detection covers those that report progress or stop.
+    Reaches: the reference trainer, scripts using phalanx.resume."""
 
     env: Annotated[dict[str, str] | None, Field(max_length=64)] = None
     """Other NCCL_* variables, passed as they are."""
@@ -331,13 +271,14 @@ class TrainingJobSpec(SpecModel):
     """Node pod counts: the elastic range and the desired size."""
 
     nproc_per_node: Annotated[int, Field(ge=1)] = 1
-    """Worker processes per node pod, usually its GPU count. Immutable."""
+    """Worker processes per node pod, usually its GPU count: the agent (or torchrun) starts
+    that many. Immutable. Reaches: every program."""
 
     parallelism: Parallelism = object_default(Parallelism)
     """Tensor and pipeline parallel degrees. Immutable."""
 
     template: PodTemplate
-    """Template of the node pods."""
+    """Template of the node pods. Reaches: every program."""
 
     checkpoint: Checkpoint
     """Checkpoint location and cadence. The location is immutable."""
@@ -355,32 +296,40 @@ class TrainingJobSpec(SpecModel):
     """Schedule each epoch all-or-nothing: an epoch's PodGroup (scheduler-plugins'
     scheduling.x-k8s.io) with minMember = its node count, for the gang scheduler named in
     schedulerName (required). Where the cluster serves no PodGroup, the job runs without one and
-    says so in a GangSchedulingUnavailable event."""
+    says so in a GangSchedulingUnavailable event. Reaches: every program."""
 
     scheduler_name: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
-    """Scheduler for the node pods, e.g. scheduler-plugins or Volcano for gang scheduling."""
+    """Scheduler for the node pods, e.g. scheduler-plugins or Volcano for gang scheduling.
+    Reaches: every program."""
 
     priority_class_name: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
-    """PriorityClass of the node pods."""
+    """PriorityClass of the node pods. Reaches: every program."""
 
     suspend: bool = False
-    """Suspended jobs have no pods; resuming starts a new epoch from the last checkpoint."""
+    """Suspended jobs have no pods; resuming starts a new epoch from the last checkpoint.
+    Reaches: every program."""
 
     ttl_seconds_after_finished: Annotated[int | None, Field(ge=0)] = None
-    """Delete the job this long after it succeeds or fails; unset keeps it."""
+    """Delete the job this long after it succeeds or fails; unset keeps it.
+    Reaches: every program."""
 
     active_deadline_seconds: Annotated[int | None, Field(ge=1)] = None
-    """Fail the job when it has been active for this long."""
+    """Fail the job when it has been active for this long. Reaches: every program."""
 
     spares: Annotated[int, Field(ge=0)] = 0
-    """Hot standby pods kept ready to replace a failed node quickly."""
+    """Hot standby pods kept ready to replace a failed node quickly: each runs an agent, warm,
+    that takes a failed node's rank when the operator assigns it. For a program not under the
+    agent (injection off, an image without Python) they are cold: they only hold a node's
+    resources for a replacement pod, and take no rank. Reaches: programs under the agent."""
 
     agent: AgentSettings = object_default(AgentSettings)
-    """Whether the node pods' command runs under Phalanx's agent, injected into any image."""
+    """Whether the node pods' command runs under Phalanx's agent, injected into any image.
+    Reaches: every program."""
 
     memory: MemorySettings | None = None
     """GPU memory and the model's shape: the job never shrinks below the smallest size that
-    fits, and one that fits at no size in min..max fails at once (`phalanx plan` shows why)."""
+    fits, and one that fits at no size in min..max fails at once (`phalanx plan` shows why).
+    Reaches: every program."""
 
     @property
     def model_parallel_size(self) -> int:

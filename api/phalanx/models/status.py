@@ -191,8 +191,23 @@ class TrainingJobStatus(KubeModel):
     last_checkpoint: CheckpointRef | None = None
     """Newest committed checkpoint."""
 
+    checkpoint_interval_steps: Annotated[int | None, Field(ge=1)] = None
+    """Steps between the program's two newest committed checkpoints, as it reported them: the
+    cadence it really saves at, which is spec.checkpoint.intervalSteps only for programs that
+    read it (the reference trainer, scripts using phalanx.resume). Unset until two are reported."""
+
     failures: list[Failure] = Field(default_factory=list, max_length=10)
     """The most recent failures, newest last."""
+
+    def record_checkpoint(self, checkpoint: CheckpointRef) -> None:
+        """A committed checkpoint the program reported: the newest one, and the cadence that the
+        step it follows shows (an older or repeated report changes nothing)."""
+        last = self.last_checkpoint
+        if last is not None and checkpoint.step <= last.step:
+            return
+        if last is not None:
+            self.checkpoint_interval_steps = checkpoint.step - last.step
+        self.last_checkpoint = checkpoint.model_copy()
 
     current: EpochState = Field(default_factory=EpochState)
     """State of the current epoch."""

@@ -1,7 +1,7 @@
 """The in-place restart protocol's words, standard library only.
 
 Why apart from `phalanx.models.assignment`: the agent runs in any image's `python3`, where
-pydantic is not installed (it is injected into the pod, see `phalanx.trainer.agent.bundle`), so
+pydantic is not installed (it is injected into the pod, see `phalanx.agent.bundle`), so
 what it shares with the operator must import nothing but the standard library. The pydantic
 models in `assignment` read and check the same words on the operator's side.
 """

@@ -43,7 +43,7 @@ def parse_duration(text: str) -> float:
 
 
 PHASE_TRIGGERS = ("rendezvous", "loading", "first-step")
-"""Start-up phases a fault can strike in (see phalanx.trainer.phases); `loading` means loading
+"""Start-up phases a fault can strike in (see phalanx.phases); `loading` means loading
 a checkpoint, so it strikes in the first epoch that resumes from one."""
 
 

@@ -4,7 +4,7 @@ worker rank, SIGSTOP a node so that it hangs, or throttle a node's CPU so that i
 A fault that finds no running target (the gang is between epochs) waits for the next tick, so it
 always strikes a running gang and its time is the moment it really struck. A fault aimed at a
 start-up phase is armed in the run's fault directory instead, and struck by the worker that
-enters the phase (see phalanx.trainer.phases); `finish_struck` applies the rest to its node.
+enters the phase (see phalanx.phases); `finish_struck` applies the rest to its node.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def describe(record: InjectedFault) -> str:
 
 
 def arm(directory: Path, index: int, fault: Fault) -> None:
-    """Arm a phase fault for the workers to strike (see phalanx.trainer.phases)."""
+    """Arm a phase fault for the workers to strike (see phalanx.phases)."""
     directory.mkdir(parents=True, exist_ok=True)
     body = {"kind": fault.kind, "phase": fault.phase, "nodeRank": fault.node_rank,
             "rank": fault.rank}  # fmt: skip

@@ -89,7 +89,7 @@ def command(job: TrainingJob, variables: Mapping[str, str] | None = None) -> tup
     container = job.spec.template.spec.containers[0]
     argv = [*(container.command or ["phalanx-agent"]), *(container.args or [])]
     if argv[0] in AGENT_NAMES:
-        argv = [sys.executable, "-m", "phalanx.trainer.agent", *argv[1:]]
+        argv = [sys.executable, "-m", "phalanx.agent", *argv[1:]]
     return tuple(expand(arg, variables or {}) for arg in argv)
 
 
@@ -112,7 +112,7 @@ def expand(text: str, variables: Mapping[str, str]) -> str:
 def runs_agent(job: TrainingJob) -> bool:
     """Whether the job's pods run `phalanx-agent` (the image's entrypoint, or named): only
     those take new epochs in place and stand by as hot spares."""
-    return command(job)[1:3] == ("-m", "phalanx.trainer.agent")
+    return command(job)[1:3] == ("-m", "phalanx.agent")
 
 
 def checkpoint_env(job: TrainingJob, workdir: Workdir) -> dict[str, str]:

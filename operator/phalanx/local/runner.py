@@ -259,10 +259,8 @@ class LocalRun:
         newest = self.workdir.newest_checkpoint()
         found = CheckpointRef(step=newest[0], path=str(newest[1])) if newest else None
         for checkpoint in (reported, found):
-            if checkpoint is not None and (
-                status.last_checkpoint is None or checkpoint.step > status.last_checkpoint.step
-            ):
-                status.last_checkpoint = checkpoint
+            if checkpoint is not None:
+                status.record_checkpoint(checkpoint)
         phase = status.phase
         if message and phase not in ("Succeeded", "Suspended"):
             phase = "Failed"  # stuck for good (see `_finished`)

@@ -85,7 +85,7 @@ class Recovery(KubeModel):
 REPORTED: Final = frozenset(
     {
         "phase", "conditions", "epoch", "nodes", "world_size", "spares", "restarts", "progress",
-        "last_checkpoint", "failures", "lost_seconds", "goodput",
+        "last_checkpoint", "checkpoint_interval_steps", "failures", "lost_seconds", "goodput",
     }
 )  # fmt: skip
 """The status fields a run reports. The others are the planner's bookkeeping between reconciles

@@ -43,10 +43,10 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             env.PHALANX_ASSIGNMENT_LEASE: "gang-assignment",
             env.PHALANX_POD_NAME: None,  # from the downward API: the pod's own name
             # the checkpoint cadence, as the reference trainer's settings
-            "PHALANX_TRAINER_CHECKPOINT_INTERVAL_STEPS": "100",
-            "PHALANX_TRAINER_CHECKPOINT_KEEP": "3",
-            "PHALANX_TRAINER_CHECKPOINT_ASYNC": "true", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
-            "PHALANX_TRAINER_CHECKPOINT_MEMORY_INTERVAL_STEPS": "10",
+            "PHALANX_CHECKPOINT_INTERVAL_STEPS": "100",
+            "PHALANX_CHECKPOINT_KEEP": "3",
+            "PHALANX_CHECKPOINT_ASYNC": "true", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
+            "PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS": "10",
             # spec.trainer unset: its documented defaults, not the trainer's own
             "PHALANX_TRAINER_GLOBAL_BATCH_SIZE": "32", "PHALANX_TRAINER_SHARDING": "ddp",
             "PHALANX_TRAINER_MIXED_PRECISION": "none", "PHALANX_TRAINER_SEED": "0",

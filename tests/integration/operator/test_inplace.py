@@ -16,10 +16,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from phalanx.agent.kubeapi import KubeAPI
+from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
+from phalanx.agent.wire import Report
 from phalanx.models.vocabulary import AgentState
-from phalanx.trainer.agent.kubeapi import KubeAPI
-from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
-from phalanx.trainer.agent.wire import Report
 from tests.integration.operator.conftest import Cluster
 from tests.support.controlplane import ControlPlane, wait_until
 

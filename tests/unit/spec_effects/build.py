@@ -16,8 +16,9 @@ from phalanx.models import TrainingJob, env
 from phalanx.operator.builder import BuildSettings, node_pod
 from phalanx.operator.builder.children import Manifest
 from phalanx.operator.planner import elastic
+from phalanx.pod import PodEnv
+from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
-from phalanx.trainer.contract import PodEnv
 
 
 class Unset(Enum):
@@ -100,6 +101,17 @@ def parsed_trainer(job: TrainingJob) -> TrainerConfig:
     """The reference trainer's settings as it parses them from the pod's env."""
     with _pod_environ(job):
         return TrainerConfig()
+
+
+def library_setting(name: str, setting: str) -> Observer:
+    """Variable `name` on the node pod, and `CheckpointSettings.<setting>` as the resume library
+    (the reference trainer and any script using phalanx.resume) parses it."""
+
+    def observe(job: TrainingJob) -> tuple[str | None, object]:
+        with _pod_environ(job):
+            return pod_vars(job).get(name), getattr(CheckpointSettings.from_env(), setting)
+
+    return observe
 
 
 def pod_var(name: str) -> Observer:

@@ -11,6 +11,7 @@ from tests.unit.spec_effects.build import (
     Effect,
     Overrides,
     contract,
+    library_setting,
     parsed_pod_env,
     pod_var,
     pod_vars,
@@ -81,21 +82,27 @@ EFFECTS: dict[str, Effect] = {
         (URL, URL),
     ),
     "checkpoint.intervalSteps": Effect(
-        {"checkpoint.intervalSteps": 25}, trainer_setting("checkpoint_interval_steps"), ("25", 25)
+        {"checkpoint.intervalSteps": 25},
+        library_setting(env.PHALANX_CHECKPOINT_INTERVAL_STEPS, "interval_steps"),
+        ("25", 25),
     ),
     "checkpoint.intervalSeconds": Effect(
         {"checkpoint.intervalSeconds": 600},
-        trainer_setting("checkpoint_interval_seconds"),
+        library_setting(env.PHALANX_CHECKPOINT_INTERVAL_SECONDS, "interval_seconds"),
         ("600", 600),
     ),
-    "checkpoint.keep": Effect({"checkpoint.keep": 5}, trainer_setting("checkpoint_keep"), ("5", 5)),
+    "checkpoint.keep": Effect(
+        {"checkpoint.keep": 5}, library_setting(env.PHALANX_CHECKPOINT_KEEP, "keep"), ("5", 5)
+    ),
     "checkpoint.memoryIntervalSteps": Effect(
         {"checkpoint.memoryIntervalSteps": 0},
-        trainer_setting("checkpoint_memory_interval_steps"),
+        library_setting(env.PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS, "memory_interval_steps"),
         ("0", 0),
     ),
     "checkpoint.async": Effect(
-        {"checkpoint.async": False}, trainer_setting("checkpoint_async"), ("false", False)
+        {"checkpoint.async": False},
+        library_setting(env.PHALANX_CHECKPOINT_ASYNC, "async_save"),
+        ("false", False),
     ),
     "trainer.globalBatchSize": Effect(
         {"trainer.globalBatchSize": 64},
@@ -135,7 +142,7 @@ EFFECTS: dict[str, Effect] = {
     ),
     "nccl.timeoutSeconds": Effect(
         {"nccl.timeoutSeconds": 60},
-        trainer_setting("collective_timeout_seconds"),
+        library_setting(env.PHALANX_COLLECTIVE_TIMEOUT_SECONDS, "collective_timeout_seconds"),
         ("60", 60),
         DEFAULT_NCCL,
     ),

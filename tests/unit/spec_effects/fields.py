@@ -48,3 +48,17 @@ def field_value(model: BaseModel, path: str) -> object:
         name = next(n for n, info in fields.items() if (info.alias or n) == alias)
         value = getattr(value, name)
     return value
+
+
+def descriptions(path: str, model: type[BaseModel] = TrainingJobSpec) -> list[str]:
+    """The descriptions that speak for the field at camelCase `path`, nearest first: the field's
+    own, then, for each enclosing object, its field's description and its model's docstring."""
+    found: list[str] = []
+    for alias in path.split("."):
+        info = next(i for n, i in model.model_fields.items() if (i.alias or n) == alias)
+        found.append(info.description or "")
+        nested = _nested_model(info.annotation)
+        if nested is not None and nested not in WHOLE:
+            found.append(inspect.getdoc(nested) or "")
+            model = nested
+    return found[::-1]

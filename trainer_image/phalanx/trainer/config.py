@@ -12,7 +12,9 @@ from phalanx.trainer.parallel import Precision, Sharding
 
 
 class TrainerConfig(BaseSettings):
-    """What the reference trainer trains and how. The operator maps `spec.trainer` onto these."""
+    """What the reference trainer trains and how. The operator maps `spec.trainer` onto these;
+    the checkpoint cadence is the resume library's (`phalanx.resume.settings`), as for any
+    script that uses it."""
 
     model_config = SettingsConfigDict(
         env_prefix="PHALANX_TRAINER_",
@@ -37,16 +39,6 @@ class TrainerConfig(BaseSettings):
     """Seed of model initialisation and data order."""
     learning_rate: Annotated[float, Field(gt=0)] = 3e-3
     """AdamW learning rate."""
-    checkpoint_interval_steps: Annotated[int, Field(ge=1)] = 10
-    """Save every this many steps."""
-    checkpoint_interval_seconds: Annotated[int | None, Field(ge=1)] = None
-    """Also save when this many seconds passed since the last save (or the start)."""
-    checkpoint_keep: Annotated[int, Field(ge=1)] = 3
-    """Valid checkpoints to keep."""
-    checkpoint_async: bool = True
-    """Save in the background."""
-    checkpoint_memory_interval_steps: Annotated[int, Field(ge=0)] = 10
-    """Snapshot each rank's state into the pod's memory every this many steps (0: never)."""
     dataset_samples: Annotated[int, Field(ge=1)] = 240
     """Size of the synthetic data set."""
     seq_len: Annotated[int, Field(ge=2)] = 16
@@ -61,5 +53,3 @@ class TrainerConfig(BaseSettings):
     """Emulated compute after each step, as if the model were bigger (demos: a run long enough to
     watch and to interrupt). It is this rank's own work: a node with less CPU does it more slowly
     and shows as a straggler (`phalanx.trainer.emulated`)."""
-    collective_timeout_seconds: Annotated[int, Field(ge=1)] = 300
-    """Collective timeout after the first step (NCCL/gloo)."""

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from phalanx.models import env, exits
-from phalanx.trainer import devices
+from phalanx.resume import devices
 
 ERROR_FILE_ENV = env.PHALANX_WORKER_ERROR_FILE
 
@@ -37,8 +37,6 @@ class Timeouts:
     """Rendezvous and first step: images pull, data loads, peers arrive late."""
     preflight: timedelta = timedelta(seconds=60)
     """The preflight barrier: everyone is up by now, so a missing rank is broken."""
-    steady: timedelta = timedelta(minutes=5)
-    """After the first step: a hung peer is found this fast."""
 
 
 _side_group: dist.ProcessGroup | None = None
@@ -73,23 +71,6 @@ def preflight(timeouts: Timeouts) -> None:
         raise PreflightError(
             f"rank {dist.get_rank()} on {socket.gethostname()}: {error}"
         ) from error
-
-
-def shorten_timeouts(timeouts: Timeouts) -> None:
-    """After the first step, a collective that takes this long means a hung peer."""
-    set_timeout = getattr(dist, "set_timeout", None)
-    if set_timeout is not None:
-        set_timeout(timeouts.steady)
-
-
-def all_ok(ok: bool, group: dist.ProcessGroup | None = None) -> bool:
-    """True on every rank only if `ok` is true on every rank (without a process group: `ok`):
-    so that all ranks take the same branch after a step that may fail on some of them."""
-    if not dist.is_initialized():
-        return ok
-    flag = torch.tensor([0 if ok else 1], device=devices.for_group(group))
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
-    return int(flag.item()) == 0
 
 
 def is_communication_error(error: BaseException) -> bool:

@@ -21,7 +21,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel
 
-from phalanx.trainer import devices
+from phalanx.resume import devices
 from phalanx.trainer.model import TinyLM
 
 Sharding = Literal["ddp", "fsdp", "fsdp-grad-op", "hsdp"]

@@ -32,9 +32,10 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 from torch.distributed.pipelining.stage import PipelineStageInfo
 
 from phalanx.models import env
-from phalanx.trainer import devices, parallel
+from phalanx.resume import devices
+from phalanx.resume.sampler import micro_batches, padded, split
+from phalanx.trainer import parallel
 from phalanx.trainer.config import TrainerConfig
-from phalanx.trainer.data import micro_batches, padded, split
 from phalanx.trainer.model import TinyLM, sample_losses
 
 IGNORED = -100

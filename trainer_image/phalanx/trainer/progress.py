@@ -1,45 +1,14 @@
-"""Training progress: the resumable counters (a DCP Stateful) and the heartbeat rank 0 reports.
-
-Everything resumable is one object (torchtune's TrainingProgress habit): the step, the global
-sample position, the world size at save, and the RNG state ride inside every checkpoint.
-"""
+"""The heartbeat the reference trainer's rank 0 reports (its resumable counters are the resume
+library's `phalanx.resume.state.TrainingProgress`)."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
-
 from phalanx.models.heartbeat import Resume, StartupTimes
 from phalanx.progress import Reporter
-
-
-@dataclass
-class TrainingProgress:
-    """The counters a resumed run continues from."""
-
-    step: int = 0
-    position: int = 0
-    """Samples the whole job consumed so far: the global sampler's state."""
-    world_size_at_save: int = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "position": self.position,
-            "world_size": dist.get_world_size() if dist.is_initialized() else 1,
-            "rng": torch.get_rng_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.step = int(state["step"])
-        self.position = int(state["position"])
-        self.world_size_at_save = int(state["world_size"])
-        torch.set_rng_state(state["rng"])
 
 
 class HeartbeatWriter:

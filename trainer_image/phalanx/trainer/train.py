@@ -16,29 +16,27 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from phalanx.models import env, exits
+from phalanx import phases
+from phalanx.models import env
 from phalanx.models.heartbeat import Resume, StartupTimes
-from phalanx.trainer import devices, distributed, emulated, parallel, phases
-from phalanx.trainer.checkpoint import CheckpointManager
+from phalanx.pod import PodEnv
+from phalanx.resume import Resumable, devices
+from phalanx.resume.sampler import micro_batches
+from phalanx.trainer import distributed, emulated, parallel
 from phalanx.trainer.config import TrainerConfig
-from phalanx.trainer.contract import PodEnv
-from phalanx.trainer.data import GlobalSampler, SyntheticTokens, micro_batches, split
-from phalanx.trainer.memory import MemorySnapshots
+from phalanx.trainer.data import SyntheticTokens
 from phalanx.trainer.model import ModelConfig, TinyLM, sample_losses
 from phalanx.trainer.pipeline import Pipeline
 from phalanx.trainer.pipeline import check as check_pipeline
-from phalanx.trainer.progress import HeartbeatWriter, TrainingProgress
-from phalanx.trainer.state import AppState
+from phalanx.trainer.progress import HeartbeatWriter
 
 
 class Trainer:
@@ -68,90 +66,52 @@ class Trainer:
         self.data = SyntheticTokens(
             config.dataset_samples, config.seq_len, config.vocab, config.seed
         ).build()
-        self.sampler = GlobalSampler(config.dataset_samples, config.global_batch_size, config.seed)
-        self.progress = TrainingProgress()
-        self.state = AppState(self.model, self.optimizer, self.progress)
-        location = pod.checkpoint_url or pod.checkpoint_dir or "checkpoints"
-        checkpoint_group = cast(
-            dist.ProcessGroup, dist.new_group(backend="gloo")
-        )  # never races training
-        self.checkpoints = CheckpointManager(
-            location, config.checkpoint_keep, config.checkpoint_async, checkpoint_group
-        )
-        memory_dir = os.environ.get(env.PHALANX_CHECKPOINT_MEMORY_DIR)
-        self.memory = MemorySnapshots(
-            Path(memory_dir) if memory_dir else None,
-            config.checkpoint_memory_interval_steps,
-            int(os.environ.get(env.LOCAL_RANK, "0")),
-            checkpoint_group,
-            part=self.layout.part,
-        )
-        self.preempted = False
-        self.last_save = time.monotonic()
-        signal.signal(signal.SIGTERM, self._on_sigterm)
-
-    def _on_sigterm(self, *_: object) -> None:
-        self.preempted = True
+        # The resume library: sampler, checkpoints and snapshots on the spec's cadence, the
+        # same code a user's script gets (phalanx.resume).
+        self.run = Resumable(
+            self.model, self.optimizer,
+            dataset_size=config.dataset_samples, global_batch=config.global_batch_size,
+            seed=config.seed, data_parallel=(self.layout.dp, self.layout.dp_rank),
+            part=self.layout.part, reporter=self.heartbeat.reporter,
+        )  # fmt: skip
 
     def can_resume(self) -> bool:
-        """Whether there is state to resume from: a committed checkpoint or this rank's memory
-        snapshot (the start-up phase `loading` then loads something)."""
-        return self.checkpoints.newest_valid() is not None or (
-            self.memory.enabled and self.memory.path.exists()
-        )
+        """Whether there is state to resume from (the start-up phase `loading` then loads)."""
+        return self.run.can_resume()
 
     def resume(self) -> None:
-        """From the ranks' memory snapshots when all hold the same one and it is not older than
-        the newest checkpoint on storage; else from storage (resharded as needed)."""
-        step = self.memory.load(self.state, self.checkpoints.newest_valid())
-        source = self.memory.source
-        if step is None:
-            step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
-        self.heartbeat.resumed = Resume.model_validate(
-            {"step": step, "source": source if step is not None else None}
-        )
-        self._log({"event": "resume", "step": self.progress.step, "world": self.world,
-                   "from": step, "source": source if step is not None else None})  # fmt: skip
+        """From the ranks' memory snapshots or storage's newest valid checkpoint, resharded."""
+        step = self.run.resume()
+        self.heartbeat.resumed = Resume.model_validate({"step": step, "source": self.run.source})
+        self._log({"event": "resume", "step": self.run.step, "world": self.world,
+                   "from": step, "source": self.run.source})  # fmt: skip
 
     def train(self, startup: Startup | None = None) -> None:
         config = self.config
         first = True
-        while self.progress.step < config.steps:
+        while self.run.step < config.steps:
             loss = self.train_step()
+            self.run.step_done(report=False)  # counts, saves, snapshots; the heartbeat below
             if first:  # the first step of this run, resumed or not: peers are all here now
                 first = False
                 phases.enter("training")
-                distributed.shorten_timeouts(
-                    distributed.Timeouts(
-                        steady=timedelta(seconds=config.collective_timeout_seconds)
-                    )
-                )
                 if startup is not None:
                     self.heartbeat.startup = startup.first_step()
                     self._log({"event": "startup", "epoch": self.pod.epoch,
                                **self.heartbeat.startup.model_dump()})  # fmt: skip
             self.heartbeat.step_done(
-                self.progress.step,
-                loss,
-                config.global_batch_size,
-                self.sampler.data_epoch(self.progress.position),
+                self.run.step, loss, config.global_batch_size, self.run.data_epoch
             )
-            preempted, overdue = self._agree()
-            if self.progress.step % config.checkpoint_interval_steps == 0 or overdue:
-                self.save()
-            self.memory.maybe_save(self.progress.step, self.state)
-            if preempted:
-                self.save(blocking=True)
-                sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
             with self.heartbeat.compute():  # stands for a bigger model's compute on this rank
                 emulated.work(config.step_delay_seconds)
-        if self.progress.step % config.checkpoint_interval_steps:
-            self.save(blocking=True)
+        self.run.finish()
 
     def train_step(self) -> float:
+        """One optimizer step of the job's next global batch; its mean loss (the library
+        counts the step afterwards, in `run.step_done`)."""
         config, layout = self.config, self.layout
-        position = self.progress.position
-        ids = split(self.sampler.batch(position), layout.dp, layout.dp_rank)
+        position, step = self.run.position, self.run.step + 1
+        ids = self.run.batch()
         if self.pipeline is not None:
             local_sum = self.pipeline.step(ids, self.data)
         else:
@@ -162,12 +122,10 @@ class Trainer:
         dist.all_reduce(local_sum)
         loss = float(local_sum.item()) / config.global_batch_size
         if layout.tp_rank == 0 and layout.first_stage:  # once per data-parallel replica
-            record = {"step": self.progress.step + 1, "position": position, "ids": ids,
+            record = {"step": step, "position": position, "ids": ids,
                       "dp_rank": layout.dp_rank, "epoch": self.pod.epoch}  # fmt: skip
             self._log(record, f"samples-{layout.dp_rank}.jsonl")
-        self.progress.step += 1
-        self.progress.position += config.global_batch_size
-        self._log({"step": self.progress.step, "loss": loss, "world": self.world,
+        self._log({"step": step, "loss": loss, "world": self.world,
                    "epoch": self.pod.epoch, "time": round(time.time(), 3)})  # fmt: skip
         return loss
 
@@ -199,10 +157,8 @@ class Trainer:
         return local_sum
 
     def _update(self) -> None:
-        """The optimizer step, once a save's or a snapshot's copy of the state is taken: it is
-        the first thing after a save that changes the saved tensors."""
-        self.checkpoints.wait_staged()
-        self.memory.wait_staged()
+        """The optimizer step (it first waits for a save's or snapshot's copy of the state: the
+        library hooks the optimizer)."""
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -210,27 +166,8 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def save(self, blocking: bool = False) -> None:
-        self.last_save = time.monotonic()
-        step = self.progress.step
-        self.checkpoints.save(step, {"app": self.state}, blocking=blocking)
-        self.heartbeat.checkpointed(
-            step, self.checkpoints.location_for(self.checkpoints.path(step))
-        )
-
     def close(self) -> None:
-        self.checkpoints.close()
-        self.memory.close()
-
-    def _agree(self) -> tuple[bool, bool]:
-        """One collective per step for what every rank must decide alike: is any rank being
-        preempted (SIGTERM), and has any rank's clock passed checkpoint_interval_seconds since
-        the last save (the clocks differ a little; a save is a collective)."""
-        limit = self.config.checkpoint_interval_seconds
-        overdue = limit is not None and time.monotonic() - self.last_save >= limit
-        flags = torch.tensor([int(self.preempted), int(overdue)], device=devices.for_group())
-        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        return bool(flags[0].item()), bool(flags[1].item())
+        self.run.close()
 
     def _log(self, record: dict[str, Any], name: str = "losses.jsonl") -> None:
         if self.config.log_dir is None or (name == "losses.jsonl" and self.rank != 0):

@@ -4,7 +4,7 @@ and the training container's command runs under it, its own command and args unc
 Why: the agent is what gives a job in-place restarts, hot spares, start-up and hang detection
 and progress. Baked into Phalanx's image only, it reached only programs built on that image. The
 injected agent is one zipapp that needs nothing but the image's Python (see
-`phalanx.trainer.agent.bundle`), so a user's own image gets it without a rebuild.
+`phalanx.agent.bundle`), so a user's own image gets it without a rebuild.
 
 What each pod got is written on it (`phalanx.dev/agent`), and why, since a job can lose the
 agent for reasons the user should see: the spec opted out, the operator has no agent image, or

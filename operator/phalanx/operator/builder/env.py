@@ -63,20 +63,27 @@ def nccl_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
     return merged
 
 
-def trainer_env(job: TrainingJob) -> dict[str, str]:
-    """`spec.trainer` and the checkpoint cadence as the reference trainer's PHALANX_TRAINER_*
-    settings (other programs ignore them)."""
+def checkpoint_env(job: TrainingJob) -> dict[str, str]:
+    """`spec.checkpoint`'s cadence and `spec.nccl.timeoutSeconds` for the resume library, which
+    the reference trainer and any script using `phalanx.resume` read."""
     spec = job.spec
-    values: dict[str, object] = {
-        "CHECKPOINT_INTERVAL_STEPS": spec.checkpoint.interval_steps,
-        "CHECKPOINT_KEEP": spec.checkpoint.keep,
-        "CHECKPOINT_ASYNC": str(spec.checkpoint.async_save).lower(),
-        "CHECKPOINT_MEMORY_INTERVAL_STEPS": spec.checkpoint.memory_interval_steps,
-    }
-    if spec.checkpoint.interval_seconds is not None:
-        values["CHECKPOINT_INTERVAL_SECONDS"] = spec.checkpoint.interval_seconds
+    values = env.checkpoint(
+        spec.checkpoint.interval_steps,
+        spec.checkpoint.keep,
+        spec.checkpoint.async_save,
+        spec.checkpoint.memory_interval_steps,
+        spec.checkpoint.interval_seconds,
+    )
     if spec.nccl is not None and spec.nccl.timeout_seconds is not None:
-        values["COLLECTIVE_TIMEOUT_SECONDS"] = spec.nccl.timeout_seconds
+        values[env.PHALANX_COLLECTIVE_TIMEOUT_SECONDS] = str(spec.nccl.timeout_seconds)
+    return values
+
+
+def trainer_env(job: TrainingJob) -> dict[str, str]:
+    """`spec.trainer` as the reference trainer's PHALANX_TRAINER_* settings (other programs
+    ignore them)."""
+    spec = job.spec
+    values: dict[str, object] = {}
     # Unset, `spec.trainer` means its documented defaults, not the trainer's own.
     trainer = spec.trainer or TrainerSettings()
     values |= {
@@ -126,4 +133,4 @@ def pod_env(
         values[env.PHALANX_CHECKPOINT_DIR] = spec.checkpoint.dir
     if spec.checkpoint.url is not None:
         values[env.PHALANX_CHECKPOINT_URL] = spec.checkpoint.url
-    return {**nccl_env(job, settings), **trainer_env(job), **values}
+    return {**nccl_env(job, settings), **checkpoint_env(job), **trainer_env(job), **values}

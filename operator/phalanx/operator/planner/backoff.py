@@ -6,7 +6,7 @@ infrastructure restarts are immediate, because the fix (new pods elsewhere) need
 
 from __future__ import annotations
 
-from phalanx.models.spec import FailurePolicy
+from phalanx.models.failure_policy import FailurePolicy
 from phalanx.models.status import FailureClass, Restarts
 
 

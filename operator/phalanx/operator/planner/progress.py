@@ -66,7 +66,7 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
     elif d.status.progress is None:
         unreported(d, config)
     if beat is not None and beat.checkpoint is not None:
-        d.status.last_checkpoint = beat.checkpoint.model_copy()
+        d.status.record_checkpoint(beat.checkpoint)
     return False
 
 

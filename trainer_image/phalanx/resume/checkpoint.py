@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +32,8 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
-from phalanx.trainer import devices
-from phalanx.trainer.distributed import all_ok
+from phalanx.resume import devices
+from phalanx.resume.collectives import all_ok
 
 log = logging.getLogger(__name__)
 METADATA = ".metadata"
@@ -52,6 +53,8 @@ class CheckpointManager:
     async_save: bool = True
     process_group: dist.ProcessGroup | None = None
     """A group for checkpoint collectives, so a background save never races training's."""
+    on_commit: Callable[[int, str], None] | None = None
+    """Called on every rank with (step, location) once a save is committed (`.metadata` written)."""
     _pending: Future[Any] | None = field(default=None, init=False)
     _pending_step: int | None = field(default=None, init=False)
     _staged: Future[None] | None = field(default=None, init=False)
@@ -157,9 +160,17 @@ class CheckpointManager:
         assert step is not None
         self._committed(step)
 
+    def poll(self) -> None:
+        """Finish the bookkeeping of an async save that has completed meanwhile (its commit
+        callback, pruning) without waiting for one that has not."""
+        if self._pending is not None and self._pending.done():
+            self.wait()
+
     def _committed(self, step: int) -> None:
         if self._is_coordinator():
             self.prune()
+        if self.on_commit is not None:
+            self.on_commit(step, self.location_for(self.path(step)))
 
     def prune(self) -> None:
         """Delete all but the newest `keep` valid checkpoints, and partial ones older than the

@@ -27,19 +27,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from phalanx.agent import lifeline, torchrun
+from phalanx.agent.channel import Assignments, FileAssignments, FileReports, Reports
+from phalanx.agent.kubeapi import KubeError
+from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
+from phalanx.agent.liveness import Liveness, Renewals, tracks_phases
+from phalanx.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
+from phalanx.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor
+from phalanx.agent.warm import Launcher
+from phalanx.agent.wire import Assignment, Report
 from phalanx.models import env as contract
 from phalanx.models import exits
 from phalanx.models.vocabulary import AgentPhase, AgentState
-from phalanx.trainer.agent import lifeline, torchrun
-from phalanx.trainer.agent.channel import Assignments, FileAssignments, FileReports, Reports
-from phalanx.trainer.agent.kubeapi import KubeError
-from phalanx.trainer.agent.lease_channel import LeaseAssignments, LeaseReports
-from phalanx.trainer.agent.liveness import Liveness, Renewals, tracks_phases
-from phalanx.trainer.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
-from phalanx.trainer.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor
-from phalanx.trainer.agent.warm import Launcher
-from phalanx.trainer.agent.wire import Assignment, Report
-from phalanx.trainer.contract import PodEnv
+from phalanx.pod import PodEnv
 
 UTC = timezone.utc  # noqa: UP017 (datetime.UTC is Python 3.11+; the agent runs in any image)
 
@@ -79,7 +79,7 @@ def injected_path(base: dict[str, str]) -> dict[str, str]:
     """PYTHONPATH for the workers when this agent runs from its zipapp (injected into an image
     without Phalanx, see `bundle`): the zip first, so every worker, a plain subprocess too,
     imports `phalanx.progress` from it without a pip install."""
-    archive = Path(__file__).parents[3]  # <zip>/phalanx/trainer/agent/main.py
+    archive = Path(__file__).parents[2]  # <zip>/phalanx/agent/main.py
     if not archive.is_file():
         return {}
     rest = base.get("PYTHONPATH")

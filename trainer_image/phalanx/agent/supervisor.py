@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from phalanx.agent.warm import Launcher, WorkerProcess, signal_worker
 from phalanx.models import exits
-from phalanx.trainer.agent.warm import Launcher, WorkerProcess, signal_worker
 
 POLL_SECONDS = 0.05
 STOPPED_SECONDS = 10.0

@@ -16,9 +16,9 @@ import sys
 import threading
 from typing import Any
 
+from phalanx.agent.kubeapi import KubeAPI, close_watch, lease_path
+from phalanx.agent.wire import Assignment, Report, WireError
 from phalanx.models import labels
-from phalanx.trainer.agent.kubeapi import KubeAPI, close_watch, lease_path
-from phalanx.trainer.agent.wire import Assignment, Report, WireError
 
 RETRY_SECONDS = 1.0
 

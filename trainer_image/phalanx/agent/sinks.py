@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from phalanx.agent.kubeapi import KubeAPI, lease_path
+from phalanx.agent.wire import heartbeat_epoch
 from phalanx.models import labels
-from phalanx.trainer.agent.kubeapi import KubeAPI, lease_path
-from phalanx.trainer.agent.wire import heartbeat_epoch
 
 
 class HeartbeatSink(Protocol):

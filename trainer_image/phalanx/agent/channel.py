@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from phalanx.trainer.agent.wire import Assignment, Report, WireError
+from phalanx.agent.wire import Assignment, Report, WireError
 
 
 class Assignments(Protocol):

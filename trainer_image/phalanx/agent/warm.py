@@ -30,8 +30,8 @@ from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Protocol
 
+from phalanx.agent import lifeline
 from phalanx.models import env as contract
-from phalanx.trainer.agent import lifeline
 
 WARM_MODULES = (
     "torch",
@@ -40,7 +40,7 @@ WARM_MODULES = (
     "torch._dynamo",  # DDP and FSDP import it on first use: 0.7 s per worker here
 )
 """What every warm worker finds imported, whatever its command."""
-AGENT_MODULE = "phalanx.trainer.agent.main"
+AGENT_MODULE = "phalanx.agent.main"
 
 
 class WorkerProcess(Protocol):

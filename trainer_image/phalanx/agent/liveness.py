@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from phalanx import phases
 from phalanx.models.vocabulary import PHASES, AgentPhase
-from phalanx.trainer import phases
 
 REFERENCE_MODULE = "phalanx.trainer.train"
 UNTRACKED_RENEW_SECONDS = 5.0

@@ -1,4 +1,4 @@
-"""`python -m phalanx.trainer.agent.bundle OUT`: the agent as one zipapp any image's `python3`
+"""`python -m phalanx.agent.bundle OUT`: the agent as one zipapp any image's `python3`
 runs, with nothing installed.
 
 Why a zipapp run by the image's own interpreter, not a frozen binary: the agent keeps a warm
@@ -10,9 +10,10 @@ Python from 3.9 on, and every architecture. The operator's pods get it from an i
 (see `phalanx.operator.builder.agent`), which copies it into a volume the training container
 mounts.
 
-The zip also carries `phalanx.progress` (standard library only) and the frameworks' callbacks
-(`phalanx.integrations`): a worker started by an injected agent finds them on its path, so a
-script reports progress without a pip install.
+The zip also carries what a worker imports: `phalanx.progress` (standard library only), the
+frameworks' callbacks (`phalanx.integrations`) and the resume library (`phalanx.resume`, which
+needs the image's torch). A worker started by an injected agent finds them on its path, so a
+script reports progress and resumes without a pip install.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ import io
 import zipfile
 from pathlib import Path
 
-import phalanx.trainer as trainer_package
+import phalanx.agent as agent_package
 from phalanx import progress
 from phalanx.models import env as env_module
 from phalanx.models import exits
 
-TRAINER = Path(trainer_package.__file__).parent
+AGENT = Path(agent_package.__file__).parent
 MODELS = Path(env_module.__file__).parent
-INTEGRATIONS = Path(progress.__file__).parent / "integrations"
+PHALANX = Path(progress.__file__).parent
+INTEGRATIONS = PHALANX / "integrations"
+RESUME = PHALANX / "resume"
 """Where the modules come from: the installed packages (the bundle is built from what runs)."""
 
 MODULES: tuple[tuple[Path, str], ...] = (
@@ -37,16 +40,15 @@ MODULES: tuple[tuple[Path, str], ...] = (
     (MODELS / "exits.py", "phalanx/models/exits.py"),
     (MODELS / "labels.py", "phalanx/models/labels.py"),
     (MODELS / "vocabulary.py", "phalanx/models/vocabulary.py"),
-    (Path(progress.__file__), "phalanx/progress.py"),
-    (TRAINER / "contract.py", "phalanx/trainer/contract.py"),
-    (TRAINER / "phases.py", "phalanx/trainer/phases.py"),
+    (PHALANX / "progress.py", "phalanx/progress.py"),
+    (PHALANX / "pod.py", "phalanx/pod.py"),
+    (PHALANX / "phases.py", "phalanx/phases.py"),
 )
 """The standard-library-only modules the agent imports outside its own package."""
 
 PACKAGE_INITS = {
     "phalanx/__init__.py": '"""Phalanx, injected: the agent and phalanx.progress."""\n',
     "phalanx/models/__init__.py": '"""The parts of the models the agent needs (no pydantic)."""\n',
-    "phalanx/trainer/__init__.py": '"""The agent and what it reads (no torch)."""\n',
 }
 """Packages get their own small `__init__`: the installed ones import pydantic (models) or are
 namespace packages, which a zip cannot hold."""
@@ -58,7 +60,7 @@ if sys.version_info < (3, 9):  # written so that even Python 2 reads it
     sys.stderr.write("phalanx-agent: needs Python 3.9 or later, not " + sys.version.split()[0])
     sys.exit({exits.AGENT_UNSUPPORTED})  # the operator then runs the command without the agent
 
-from phalanx.trainer.agent.main import run
+from phalanx.agent.main import run
 
 if __name__ == "__main__":  # not when multiprocessing re-imports it in a warm worker
     run()
@@ -70,11 +72,12 @@ FILE_NAME = "phalanx-agent.pyz"
 def files() -> dict[str, bytes]:
     """Every file of the zipapp, by its path inside it."""
     found = {inside: path.read_bytes() for path, inside in MODULES}
-    for path in sorted((TRAINER / "agent").glob("*.py")):
+    for path in sorted(AGENT.glob("*.py")):
         if path.name not in ("bundle.py", "__main__.py"):
-            found[f"phalanx/trainer/agent/{path.name}"] = path.read_bytes()
-    for path in sorted(INTEGRATIONS.glob("*.py")):  # imported by workers, never by the agent
-        found[f"phalanx/integrations/{path.name}"] = path.read_bytes()
+            found[f"phalanx/agent/{path.name}"] = path.read_bytes()
+    for package in (INTEGRATIONS, RESUME):  # imported by workers (with torch), never by the agent
+        for path in sorted(package.glob("*.py")):
+            found[f"phalanx/{package.name}/{path.name}"] = path.read_bytes()
     found |= {inside: text.encode() for inside, text in PACKAGE_INITS.items()}
     found["__main__.py"] = MAIN.encode()
     return found

@@ -45,8 +45,8 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.staging import DefaultStager
 from torch.distributed.tensor import DTensor
 
-from phalanx.trainer import devices
-from phalanx.trainer.distributed import all_ok
+from phalanx.resume import devices
+from phalanx.resume.collectives import all_ok
 
 log = logging.getLogger(__name__)
 

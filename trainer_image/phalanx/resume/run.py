@@ -1,0 +1,222 @@
+"""`Resumable`: the reference trainer's resumability for any torch script, in about ten lines.
+
+    from phalanx.resume import Resumable
+
+    run = Resumable(model, optimizer, dataset_size=len(data), global_batch=64)
+    run.resume()                                   # newest valid checkpoint, resharded
+    while run.step < steps:
+        ids = run.batch()                          # this rank's sample ids for the next step
+        loss = loss_fn(model(data[ids]))
+        loss.backward()
+        optimizer.step()                           # waits for an async save's copy first
+        optimizer.zero_grad()
+        run.step_done(loss.item())                 # saves on the spec's cadence, reports
+    run.finish()                                   # the last save, committed
+
+What it keeps: every sample once and the global batch the same at any world size (the global
+sampler: a rank takes its share of the next `global_batch` samples); model, optimizer, step,
+sample position and RNG in a DCP checkpoint that loads into any world size; saves in the
+background, committed atomically, the newest valid one never deleted; snapshots in the pod's
+memory when the agent gives it a memory directory, so a restart in place resumes without
+reading storage. The cadence, retention and location come from the job's spec
+(`spec.checkpoint`, through `CheckpointSettings.from_env`), and committed checkpoints and steps
+are reported to the job's status through `phalanx.progress`.
+
+A script keeps its own model, optimizer, data and loss. The gradient is the exact global mean
+when every rank's share has the same size (a global batch that the data-parallel degree
+divides); the reference trainer weights uneven shares itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import cast
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.optim import Optimizer
+
+from phalanx import progress
+from phalanx.models import env, exits
+from phalanx.resume import devices
+from phalanx.resume.checkpoint import CheckpointManager
+from phalanx.resume.collectives import set_collective_timeout
+from phalanx.resume.memory import MemorySnapshots
+from phalanx.resume.sampler import GlobalSampler, split
+from phalanx.resume.settings import CheckpointSettings
+from phalanx.resume.state import AppState, TrainingProgress
+
+DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 300
+"""The group's timeout after the first step when spec.nccl.timeoutSeconds is unset: a hung peer
+is found in 5 minutes, not torch's 10 (NCCL) or 30 (gloo)."""
+
+
+class Resumable:
+    """One worker's view of a resumable run: counters, sampler, checkpoints and snapshots."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Optimizer,
+        *,
+        dataset_size: int,
+        global_batch: int,
+        seed: int = 0,
+        settings: CheckpointSettings | None = None,
+        data_parallel: tuple[int, int] | None = None,
+        part: str = "model",
+        reporter: progress.Reporter | None = None,
+    ) -> None:
+        """`data_parallel`: (degree, this rank's index) when model parallelism makes it differ
+        from (world size, rank). `part`: which part of the model this rank holds (pipeline
+        stages), so memory snapshots go to ranks of the same part. `reporter`: where steps and
+        checkpoints are reported (phalanx.progress's own by default)."""
+        if global_batch < 1 or dataset_size < 1:
+            raise ValueError(
+                f"global_batch ({global_batch}) and dataset_size ({dataset_size}) must be >= 1"
+            )
+        self.settings = settings or CheckpointSettings.from_env()
+        self.global_batch = global_batch
+        rank, world = _rank_and_world()
+        self.dp_size, self.dp_rank = data_parallel or (world, rank)
+        self.progress = TrainingProgress()
+        self.sampler = GlobalSampler(dataset_size, global_batch, seed)
+        self.state = AppState(model, optimizer, self.progress)
+        self.reporter = reporter or progress.default_reporter()
+        group = (  # checkpoint collectives on a group of their own: never racing training's
+            cast(dist.ProcessGroup, dist.new_group(backend="gloo"))
+            if dist.is_initialized()
+            else None
+        )
+        self.checkpoints = CheckpointManager(
+            self.settings.location, self.settings.keep, self.settings.async_save, group,
+            on_commit=self.reporter.checkpoint,
+        )  # fmt: skip
+        memory = self.settings.memory_dir
+        self.memory = MemorySnapshots(
+            Path(memory) if memory else None,
+            self.settings.memory_interval_steps,
+            int(os.environ.get(env.LOCAL_RANK, "0")),
+            group,
+            part=part,
+        )
+        self.source: str | None = None
+        """Where `resume` loaded from: "memory", "peer", "storage", or None (a fresh start)."""
+        self.resumed_from: int | None = None
+        self._preempted = False
+        self._last_save = time.monotonic()
+        self._steps_this_run = 0
+        optimizer.register_step_pre_hook(lambda *_: self.wait_staged())
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    # where the run is -------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        """Optimizer steps completed by the whole job, across restarts."""
+        return self.progress.step
+
+    @property
+    def position(self) -> int:
+        """Samples the whole job consumed so far."""
+        return self.progress.position
+
+    @property
+    def data_epoch(self) -> int:
+        return self.sampler.data_epoch(self.progress.position)
+
+    def batch(self) -> list[int]:
+        """This rank's sample ids for the next step: its share of the next `global_batch`."""
+        return split(self.sampler.batch(self.progress.position), self.dp_size, self.dp_rank)
+
+    # resuming -------------------------------------------------------------------------------
+    def can_resume(self) -> bool:
+        """Whether `resume` will load something (a committed checkpoint or a memory snapshot)."""
+        return self.checkpoints.newest_valid() is not None or (
+            self.memory.enabled and self.memory.path.exists()
+        )
+
+    def resume(self) -> int | None:
+        """Load the newest state: the ranks' memory snapshots when all hold the same one and it
+        is not older than storage's newest valid checkpoint, else that checkpoint, resharded to
+        this world size. The step it resumed from, or None for a fresh start."""
+        step = self.memory.load(self.state, self.checkpoints.newest_valid())
+        source = self.memory.source
+        if step is None:
+            step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
+        self.resumed_from, self.source = step, source if step is not None else None
+        return step
+
+    # each step -------------------------------------------------------------------------------
+    def step_done(self, loss: float | None = None, *, report: bool = True) -> None:
+        """Call on every rank after each optimizer step: counts it, saves when the spec's
+        cadence says so (every `interval_steps`, or `interval_seconds` after the last save on
+        any rank's clock), snapshots into memory, and on SIGTERM saves and exits. With `report`,
+        the step (and `loss`) goes to the job's status."""
+        self.progress.step += 1
+        self.progress.position += self.global_batch
+        self._steps_this_run += 1
+        if self._steps_this_run == 1:  # every peer is here: a hung collective is now a fault
+            set_collective_timeout(
+                self.settings.collective_timeout_seconds or DEFAULT_COLLECTIVE_TIMEOUT_SECONDS
+            )
+        if report:
+            self.reporter.report(self.progress.step, loss, self.global_batch)
+        preempted, overdue = self._agree()
+        if self.progress.step % self.settings.interval_steps == 0 or overdue:
+            self.save()
+        self.memory.maybe_save(self.progress.step, self.state)
+        self.checkpoints.poll()
+        if preempted:
+            self.save(blocking=True)
+            self.close()
+            sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
+
+    def wait_staged(self) -> None:
+        """Block until an in-flight save's or snapshot's copy of the state is taken (the
+        optimizer step calls it: it is the first thing that changes the saved tensors)."""
+        self.checkpoints.wait_staged()
+        self.memory.wait_staged()
+
+    def save(self, *, blocking: bool = False) -> None:
+        """Checkpoint now (in the background unless `blocking` or spec.checkpoint.async is off)."""
+        self._last_save = time.monotonic()
+        self.checkpoints.save(self.progress.step, {"app": self.state}, blocking=blocking)
+
+    def finish(self) -> None:
+        """The last save, if the cadence did not just make one, committed; then `close`."""
+        if self.progress.step % self.settings.interval_steps:
+            self.save(blocking=True)
+        self.close()
+
+    def close(self) -> None:
+        """Let in-flight saves and snapshots finish and free their host buffers."""
+        self.checkpoints.close()
+        self.memory.close()
+
+    def _on_sigterm(self, *_: object) -> None:
+        self._preempted = True
+
+    def _agree(self) -> tuple[bool, bool]:
+        """One collective per step for what every rank must decide alike: is any rank being
+        preempted (SIGTERM), and has any rank's clock passed interval_seconds since the last
+        save (the clocks differ a little; a save is a collective)."""
+        limit = self.settings.interval_seconds
+        overdue = limit is not None and time.monotonic() - self._last_save >= limit
+        if not dist.is_initialized():
+            return self._preempted, overdue
+        flags = torch.tensor([int(self._preempted), int(overdue)], device=devices.for_group())
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0].item()), bool(flags[1].item())
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get(env.RANK, "0")), int(os.environ.get(env.WORLD_SIZE, "1"))
