@@ -124,7 +124,7 @@ e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tes
 
 # What CI runs on kind (the whole suite would take .ci/run past its budget on a cold machine):
 # the chart on the cluster, one job, one fault and the uninstall.
-E2E_REDUCED := every_example_is_run or renders or helm_test or secrets or quickstart or worker-killed or hot_spare or python_script or progress_script or users_image or without_python or framework_script or stopped_worker or uninstall
+E2E_REDUCED := every_example_is_run or renders or helm_test or secrets or quickstart or worker-killed or hot_spare or python_script or progress_script or users_image or without_python or framework_script or stopped_worker or third_party or uninstall
 
 .PHONY: e2e-reduced
 e2e-reduced: kind-up chart-tools ## The e2e suite's chart checks, one job and one fault (what CI runs)

@@ -16,65 +16,27 @@ all cannot run the agent: the job runs its command bare and says so.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
 from phalanx.models import labels
-from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
+from tests.e2e.cluster import KindCluster, record, wait_for
 from tests.e2e.faults import signal_workers
-from tests.support.manifests import EXAMPLES_DIR
+from tests.e2e.user_programs import (
+    NO_PYTHON_IMAGE,
+    USER_IMAGE,
+    resumed_after,
+    script_config_map,
+    user_job,
+)
 
-USER_IMAGE = "phalanx/user-python:0.1.0"
-NO_PYTHON_IMAGE = "phalanx/no-python:0.1.0"
 STEPS = 150
-
-
-def user_job(
-    name: str, command: list[str], nodes: int = 3, image: str = USER_IMAGE
-) -> dict[str, Any]:
-    """A job running `command` in `image`, one process per pod (train.py mounted with the user
-    image, whose tests run it)."""
-    container: dict[str, Any] = {"name": "train", "image": image, "command": command}
-    template: dict[str, Any] = {"containers": [container]}
-    if image == USER_IMAGE:
-        container["volumeMounts"] = [{"name": "script", "mountPath": "/script"}]
-        template["volumes"] = [{"name": "script", "configMap": {"name": "train-script"}}]
-    return for_kind({
-        "apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": 2, "max": nodes}, "nprocPerNode": 1,
-            "checkpoint": {"dir": f"/checkpoints/{name}"},
-            "template": {"spec": template},
-        },
-    })  # fmt: skip
-
-
-def resumed_after(
-    kind: KindCluster, namespace: str, job: str, fault_at: float
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The script's first resume after the fault, and its first step after that resume (a step
-    logged just after the fault, still in flight when it struck, does not count)."""
-
-    def found() -> tuple[dict[str, Any], dict[str, Any]] | None:
-        seen = kind.step_log(namespace, job)
-        resumes = [r for r in seen if "resumed" in r and r["time"] > fault_at]
-        if not resumes:
-            return None
-        steps = [r for r in seen if "step" in r and r["time"] > resumes[0]["time"]]
-        return (resumes[0], steps[0]) if steps else None
-
-    resumed, first = wait_for(found, 180, "a resume and a training step after the fault")
-    return resumed, first
 
 
 def train_py_past_a_checkpoint(kind: KindCluster, namespace: str, job: str) -> int:
     """deploy/examples/train.py as `job` in the user image, past step 25 (a checkpoint at 20);
     the job's epoch then."""
-    kind.core.create_namespaced_config_map(namespace, {
-        "metadata": {"name": "train-script"},
-        "data": {"train.py": (EXAMPLES_DIR / "train.py").read_text()}})  # fmt: skip
+    script_config_map(kind, namespace, "train.py")
     command = ["python3", "/script/train.py", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1"]
     kind.create_job(namespace, user_job(job, command))
     wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, job)), 300,
@@ -114,6 +76,7 @@ def test_a_users_image_gets_the_agent_and_a_killed_worker_restarts_in_place(
     assert max(r.get("step", 0) for r in kind.step_log(namespace, job)) == STEPS
     assert resumed["resumed"] >= 20
     record("user-image-worker-killed", image=USER_IMAGE, job="train.py (plain DDP), 3 pods x 1",
+           fault="worker-killed", failures=[f["reason"] for f in failures],
            fault_to_first_step_s=round(first["time"] - fault_at, 2),
            resumed_from_step=resumed["resumed"], restarts=done["restarts"])  # fmt: skip
 
@@ -153,9 +116,7 @@ def test_a_framework_script_in_a_users_image_shows_its_progress_and_restarts_in_
     (`--phalanx`), in the user image: the job's status shows their steps, loss, checkpoint and
     goodput, and a SIGKILLed worker restarts the gang in place, measured to the first step."""
     job = f"{framework}-job"
-    kind.core.create_namespaced_config_map(namespace, {
-        "metadata": {"name": "train-script"},
-        "data": {script: (EXAMPLES_DIR / script).read_text()}})  # fmt: skip
+    script_config_map(kind, namespace, script)
     command = ["python3", f"/script/{script}", "$(PHALANX_CHECKPOINT_DIR)", str(STEPS), "0.1",
                "--phalanx"]  # fmt: skip
     kind.create_job(namespace, user_job(job, command))
@@ -185,7 +146,8 @@ def test_a_framework_script_in_a_users_image_shows_its_progress_and_restarts_in_
     assert recovered, "the recovery is measured to the first step"
     assert resumed["resumed"] >= 10, "resumed from the framework's own checkpoint"
     record(f"user-image-{framework}-worker-killed", image=USER_IMAGE,
-           job=f"{script} --phalanx, 3 pods x 1",
+           job=f"{script} --phalanx, 3 pods x 1", fault="worker-killed",
+           failures=[f["reason"] for f in done["failures"]],
            fault_to_first_step_s=round(first["time"] - fault_at, 2),
            resumed_from_step=resumed["resumed"], recovered=recovered[-1])  # fmt: skip
 
@@ -209,5 +171,6 @@ def test_a_stopped_worker_in_a_users_image_is_a_hang_restarted_in_place(
     assert "stayed stopped (SIGSTOP)" in failure["message"], "found by the agent, in place"
     assert set(done["current"]["ranks"]) == before
     record("user-image-rank-stopped", image=USER_IMAGE, job="train.py (plain DDP), 3 pods x 1",
+           fault="rank-stopped", failures=[failure["reason"]],
            fault_to_first_step_s=round(first["time"] - fault_at, 2),
            resumed_from_step=resumed["resumed"])  # fmt: skip

@@ -1,7 +1,8 @@
 """Jobs that run to completion on real pods, every shipped example among them: the quickstart
 (through kubectl), elastic DDP, FSDP with tensor parallelism, an unmodified script that loses a
-pod as torchrun's command and as `python train.py` (one process per pod), the same script with
-phalanx.progress, and an image that does not exist.
+pod as torchrun's command, the same script converted with phalanx.resume as `python
+resumable_train.py` (one process per pod), the same script with phalanx.progress, and an image
+that does not exist.
 
 Examples run as shipped, but for the suite's adaptations (tests/e2e/cluster.py: mounted torch,
 the shared checkpoint claim, fake GPUs) and two of this test's: the reference trainer's step
@@ -17,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from phalanx.control import views
+from phalanx.models import TrainingJob
 from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
 from tests.e2e.jobs import training_job
 from tests.support.manifests import (
@@ -133,12 +136,15 @@ def _script_config_map(kind: KindCluster, namespace: str, name: str, script: str
         "metadata": {"name": name}, "data": {script: (EXAMPLES_DIR / script).read_text()}})  # fmt: skip
 
 
-def test_the_python_script_example_gets_its_ranks_and_says_it_reports_no_steps(
+def test_the_python_script_example_resumes_with_the_library_and_shows_its_cadence(
     kind: KindCluster, namespace: str
 ) -> None:
-    """`python train.py` as the command, one process per pod: RANK and WORLD_SIZE from the pod
-    (the PyTorchJob contract). It reports nothing, and the status says so."""
-    _script_config_map(kind, namespace, "train-script", "train.py")
+    """`python resumable_train.py` as the command, one process per pod: RANK and WORLD_SIZE
+    from the pod (the PyTorchJob contract). The script uses phalanx.resume, injected with the
+    agent: it resumes after a lost pod, saves at the spec's `intervalSteps` (10), and the status
+    and the checkpoint view (`GET .../checkpoints` serves `views.checkpoints`) show that cadence
+    as the script reported it."""
+    _script_config_map(kind, namespace, "train-script", "resumable_train.py")
     kind.create_job(namespace, example(kind, "python-script"))
     wait_for(lambda: any(r.get("step", 0) >= 25 for r in kind.step_log(namespace, "python-script")),
              300, "the script to pass step 25 (a checkpoint at 20)")  # fmt: skip
@@ -154,10 +160,12 @@ def test_the_python_script_example_gets_its_ranks_and_says_it_reports_no_steps(
     assert resumed[0]["resumed"] >= 20, seen[-5:]
     assert resumed[0]["world"] == done["nodes"], "one worker per pod, ranked by the pod's env"
     assert max(r.get("step", 0) for r in seen) == 200
-    assert "progress" not in done, "no step reported, none made up"
-    assert "goodput" not in done
-    reported = next(c for c in done["conditions"] if c["type"] == "ProgressReported")
-    assert reported["status"] == "False", reported
+    assert done["progress"]["step"] == 200, "the library reports its steps"
+    assert done["checkpointIntervalSteps"] == 10
+    view = views.checkpoints(TrainingJob.model_validate(kind.job(namespace, "python-script")))
+    assert (view.interval_steps, view.requested_interval_steps) == (10, 10)
+    assert view.last is not None
+    assert view.last.path == "/checkpoints/python-script/step-200"
 
 
 def test_the_progress_script_example_shows_its_steps_and_checkpoint(

@@ -200,26 +200,7 @@ class JobControl:
     def checkpoints(self, caller: Caller, namespace: str, name: str) -> Checkpoints:
         """Where the job checkpoints, its retention, the newest valid checkpoint, and the cadence
         the program really saves at (as reported) beside the one the spec asks for."""
-        job = self.get(caller, namespace, name)
-        checkpoint, status = job.spec.checkpoint, job.status
-        observed = status.checkpoint_interval_steps if status else None
-        last = status.last_checkpoint if status else None
-        note = None
-        if observed is None:
-            note = (
-                "one checkpoint reported so far: the cadence shows after the next"
-                if last is not None
-                else "no checkpoint reported: the program does not report its checkpoints "
-                "(phalanx.resume and phalanx.progress.checkpoint do), or has not saved yet"
-            )
-        return Checkpoints(
-            location=checkpoint.url or checkpoint.dir or "",
-            last=last,
-            keep=checkpoint.keep,
-            interval_steps=observed,
-            requested_interval_steps=checkpoint.interval_steps,
-            note=note,
-        )
+        return views.checkpoints(self.get(caller, namespace, name))
 
     def watchable(self, caller: Caller, namespace: str, name: str) -> None:
         """Check that the caller may watch the job and that it exists, before a stream starts

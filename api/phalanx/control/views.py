@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from phalanx.control.errors import BadRequestError, NotFoundError
+from phalanx.models.job import TrainingJob
 from phalanx.models.names import node_pod_name
-from phalanx.models.responses import JobDetail, JobList, JobSummary
+from phalanx.models.responses import Checkpoints, JobDetail, JobList, JobSummary
 
 Job = Mapping[str, Any]
 """A TrainingJob as the API server stores it."""
@@ -64,6 +65,31 @@ def detail(job: Job) -> JobDetail:
             "spec": job["spec"],
             "status": job.get("status"),
         }
+    )
+
+
+def checkpoints(job: TrainingJob | JobDetail) -> Checkpoints:
+    """Where the job checkpoints and its retention (the spec), the newest committed checkpoint
+    and the cadence the program really keeps (as it reported them), beside the cadence the spec
+    asks for: a program that does not read spec.checkpoint keeps its own."""
+    checkpoint, status = job.spec.checkpoint, job.status
+    observed = status.checkpoint_interval_steps if status else None
+    last = status.last_checkpoint if status else None
+    note = None
+    if observed is None:
+        note = (
+            "one checkpoint reported so far: the cadence shows after the next"
+            if last is not None
+            else "no checkpoint reported: the program does not report its checkpoints "
+            "(phalanx.resume and phalanx.progress.checkpoint do), or has not saved yet"
+        )
+    return Checkpoints(
+        location=checkpoint.url or checkpoint.dir or "",
+        last=last,
+        keep=checkpoint.keep,
+        interval_steps=observed,
+        requested_interval_steps=checkpoint.interval_steps,
+        note=note,
     )
 
 

@@ -60,6 +60,9 @@ def test_wait_for_returns_when_the_job_succeeds(
         assert {"Started", "Succeeded"} <= set(reasons)  # (timestamps have 1 s resolution)
         checkpoints = httpx.get(f"{base}/checkpoints", headers=headers, timeout=10).json()
         assert checkpoints["location"] == "/ckpt"
+        assert checkpoints["requestedIntervalSteps"] == 100, "the spec's cadence, by its name"
+        assert checkpoints["intervalSteps"] is None, "the fake kubelet's pods report none"
+        assert "no checkpoint reported" in checkpoints["note"]
         with httpx.stream("GET", f"{base}/progress", headers=headers, timeout=10) as stream:
             lines = [line for line in stream.iter_lines() if line.startswith(("event:", "data:"))]
         assert lines[0] == "event: progress"

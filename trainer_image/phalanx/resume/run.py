@@ -167,7 +167,11 @@ class Resumable:
                 self.settings.collective_timeout_seconds or DEFAULT_COLLECTIVE_TIMEOUT_SECONDS
             )
         if report:
-            self.reporter.report(self.progress.step, loss, self.global_batch)
+            resumed = {"step": self.resumed_from, "source": self.source}
+            self.reporter.report(
+                self.progress.step, loss, self.global_batch,
+                extra={"resumed": {k: v for k, v in resumed.items() if v is not None}},
+            )  # fmt: skip
         preempted, overdue = self._agree()
         if self.progress.step % self.settings.interval_steps == 0 or overdue:
             self.save()

@@ -1,0 +1,86 @@
+"""What the kind suite measured for programs in a user's own image, for the benchmark report.
+
+`make e2e` appends one record per measured fault to build/test-artifacts/e2e-recovery.jsonl
+(`record` in tests/e2e/cluster.py). `python -m bench.kind_figures` keeps the user-image records
+of that run in bench/results/kind/any-image.jsonl, with the commit they ran at, and
+`python -m bench.report` renders them as the report's "Any program" section. They are kind
+figures (real pods and containers on this machine's kind cluster), not local-backend ones, and
+are not compared with the local-backend tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "build" / "test-artifacts" / "e2e-recovery.jsonl"
+KEPT = ROOT / "bench" / "results" / "kind" / "any-image.jsonl"
+PREFIX = "user-image-"
+FAULTS = {
+    "worker-killed": "a worker SIGKILLed",
+    "rank-stopped": "a rank SIGSTOPped",
+    "node-lost-spare": "a node lost, `spares: 1`",
+}
+
+
+def collect(source: Path = SOURCE, kept: Path = KEPT) -> list[dict[str, Any]]:
+    """The user-image records of the last e2e run in `source`, written to `kept`."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()  # fmt: skip
+    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    mine = [{**r, "commit": commit} for r in records if r["case"].startswith(PREFIX)]
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("".join(json.dumps(r) + "\n" for r in mine))
+    return mine
+
+
+def section(records: list[dict[str, Any]]) -> list[str]:
+    """The report's section: each program and fault, the newest measurement of each."""
+    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in records:
+        newest[(record["job"], record["fault"])] = record
+    lines = [
+        "## Any program on kind: a user's image with the agent injected",
+        "",
+        "Measured by `make e2e` on this machine's kind cluster (Kubernetes v1.33.13, 3 worker "
+        "nodes; real pods and containers), at the commits shown. The image is "
+        "`tests/e2e/images/user-python.Dockerfile`: python3 and torch, nothing of Phalanx; the "
+        "operator injects the agent. The figure is the time from the fault to the program's "
+        "first training step after its resume, read from the program's own step log.",
+        "",
+        "| program (job) | image | fault | fault to training again | resumed from step | "
+        "failures recorded | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (job, fault), r in sorted(newest.items()):
+        failures = ", ".join(r.get("failures") or []) or "-"
+        lines.append(
+            f"| {job} | `{r['image']}` | {FAULTS.get(fault, fault)} | "
+            f"{r['fault_to_first_step_s']:.2f} s | {r['resumed_from_step']} | {failures} | "
+            f"{r['commit']} |"
+        )
+    return [*lines, ""]
+
+
+def load(kept: Path = KEPT) -> list[dict[str, Any]]:
+    if not kept.exists():
+        return []
+    return [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, nargs="?", default=SOURCE)
+    parser.add_argument("--kept", type=Path, default=KEPT)
+    args = parser.parse_args()
+    for record in collect(args.source, args.kept):
+        print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
