@@ -1,7 +1,8 @@
-"""Three unmodified third-party programs in a user's own image, each through the faults a
-cluster has: a PyTorch Lightning DDP script, a Hugging Face `Trainer` script (a small model
-built from a config, no download) and a torchrun elastic script (PyTorch's fault-tolerance
-tutorial's snapshot pattern, launched with torchrun's elastic flags). None imports Phalanx or
+"""Unmodified third-party programs in a user's own image, each through the faults a cluster
+has: a PyTorch Lightning DDP script, a Hugging Face `Trainer` script (a small model built from
+a config, no download), a torchrun elastic script (PyTorch's fault-tolerance tutorial's
+snapshot pattern, launched with torchrun's elastic flags) and a DeepSpeed ZeRO-2 script (on
+CPU over gloo, DeepSpeed's own checkpoints). None imports Phalanx or
 reports progress (the callbacks' runs are in test_any_image.py); the image is
 tests/e2e/images/user-python.Dockerfile, python3 and torch and nothing of Phalanx, and the
 operator injects the agent.
@@ -21,6 +22,7 @@ fault to the program's first step after its resume, from its own step log.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,6 +51,11 @@ PROGRAMS: dict[str, tuple[str, list[str], int]] = {
          "/script/elastic_train.py", CHECKPOINT, str(STEPS), "0.1"],
         5,
     ),
+    "deepspeed": (
+        "deepspeed_train.py",
+        ["python3", "/script/deepspeed_train.py", CHECKPOINT, str(STEPS), "0.1"],
+        10,
+    ),
 }  # fmt: skip
 """Program -> (its script in deploy/examples, the container's command, its checkpoint cadence)."""
 
@@ -65,10 +72,18 @@ def _start(kind: KindCluster, namespace: str, program: str, **shape: Any) -> tup
 
 
 def _finish(
-    kind: KindCluster, namespace: str, job: str, program: str, fault: str, fault_at: float
+    kind: KindCluster,
+    namespace: str,
+    job: str,
+    program: str,
+    fault: str,
+    fault_at: float,
+    at_resume: Callable[[dict[str, Any]], None] = lambda _: None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The program's resume after the fault, measured, and the job's status once it succeeded."""
+    """The program's resume after the fault, measured; `at_resume` checks the job's status then;
+    the job's status once it succeeded."""
     resumed, first = resumed_after(kind, namespace, job, fault_at)
+    at_resume(kind.status(namespace, job))
     done = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Succeeded", "Succeeded",
                             420)  # fmt: skip
     assert max(r.get("step", 0) for r in kind.step_log(namespace, job)) == STEPS
@@ -126,14 +141,18 @@ def test_a_hot_spare_takes_the_lost_rank_of_a_third_party_program(
                               "a hot spare standing by", 300)  # fmt: skip
     epoch = status["epoch"]
     victim = kind.running_pod(namespace, job, epoch, rank=1)
+    spare = standby_pod_name(job, epoch, 0)
+
+    def the_spare_took_rank_1(now: dict[str, Any]) -> None:
+        assert now["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {now['current']}"
+
     fault_at = time.time()
     try:
         faults.lose_node(kind, victim)
-        resumed, done = _finish(kind, namespace, job, program, "node-lost-spare", fault_at)
+        resumed, _ = _finish(kind, namespace, job, program, "node-lost-spare", fault_at,
+                             the_spare_took_rank_1)  # fmt: skip
     finally:
         kind.start_node(victim.spec.node_name)
     assert resumed["world"] == 2, f"the spare kept the job at 2 nodes: {resumed}"
-    spare = standby_pod_name(job, epoch, 0)
-    assert done["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {done['current']}"
     reasons = [e.reason for e in kind.events(namespace, job)]
     assert not {"Grow", "Shrink"} & set(reasons), reasons

@@ -414,3 +414,37 @@ def test_an_application_failure_alone_restarts_once_the_wait_is_over() -> None:
     assert j.status is not None
     assert j.status.epoch == 2
     assert j.status.restarts.application == 1
+
+
+def test_the_ack_clock_starts_when_the_assignment_goes_out_after_the_backoff() -> None:
+    """An application failure restarts after its backoff (5 s here): the carried-over agents learn
+    of the epoch only then (it goes out once the backoff ends, every pod carried over), so none
+    is unresponsive for not starting it before, however long the backoff; a lost node's pod that
+    stays mute once it is out is replaced as usual."""
+    config = PlannerConfig(assignment_ack_seconds=3, assignment_settle_seconds=2)  # < backoff
+    j = running()
+    gang = list(agents(1, 4))
+    gang[0] = replace(gang[0], agent=report("j-1-0", "failed", 1, exitCode=1,
+                                            message="Connection closed by peer",
+                                            failedAt=at(19.4)))  # fmt: skip
+    j, _ = step(j, Observed(pods=tuple(gang)), at(20.5), config)
+    assert j.status is not None
+    assert (j.status.epoch, j.status.restarts.application) == (2, 1)
+    assert j.status.current.restart_after == at(25.5), "the first application failure backs off"
+    j, plan = step(j, Observed(pods=tuple(gang)), at(25.4), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "no agent is late for an epoch not yet assigned"
+    assert not plan.of_type(AssignEpoch)
+    j, plan = step(j, Observed(pods=tuple(gang)), at(25.6), config)
+    assert j.status is not None
+    assert (j.status.epoch, [a.epoch for a in plan.of_type(AssignEpoch)]) == (2, [2])
+    answered = [*agents(1, 3, running_epoch=2), gang[3]]  # rank 3's machine is gone
+    j, _ = step(j, Observed(pods=tuple(answered)), at(26.0), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "within the settle time"
+    j, _ = step(j, Observed(pods=tuple(answered)), at(28.0), config)
+    assert j.status is not None
+    assert j.status.epoch == 3
+    assert [(f.reason, f.pod) for f in j.status.failures if f.epoch == 2] == [
+        ("AgentUnresponsive", "j-1-3")
+    ]

@@ -126,10 +126,16 @@ def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datet
     answered within a second is the sign that it is gone. An agent that reported anything since
     the epoch began is alive, only busy (a slow start on a loaded machine): it gets
     `ack_seconds`, and one whose agent still renews its report gets `BUSY_ACK_FACTOR` times
-    that. Also returns when to look again."""
+    that. Also returns when to look again. The clock starts when the assignment goes out: after
+    an application failure's backoff, not when the epoch was decided (agents cannot start an
+    epoch they have not been told of)."""
     start = current.start_time
     if start is None:
         return [], None
+    if current.restart_after is not None and current.restart_after > start:
+        start = current.restart_after
+        if now < start:
+            return [], None  # the backoff's own requeue looks again when the assignment is out
     carried = [p for p in observed.node_pods(epoch).values() if p.name in current.ranks]
     silent = [p for p in carried if p.phase == "Pending" and not p.deleting]
     due = start + timedelta(seconds=ack_seconds)

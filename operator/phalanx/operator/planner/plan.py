@@ -209,6 +209,10 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
         return True
     pods = d.observed.node_pods(d.status.epoch)
     if len(pods) >= d.status.nodes:
+        if current.restart_after is not None:
+            # Every pod carried over in place, after a backoff: this is the first look at which
+            # the assignment may go out, and once launched it would never be published.
+            publish_assignment(d)
         current.launched = True
         return False
     d.actions.append(EnsureChildren())
