@@ -23,10 +23,10 @@ from pathlib import Path
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
-import deepspeed  # noqa: E402
-import deepspeed.ops  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import deepspeed
+import deepspeed.ops
+import torch
+import torch.distributed as dist
 
 CHECKPOINT_EVERY = 10
 CONFIG = {
