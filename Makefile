@@ -123,7 +123,8 @@ e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tes
 	$(PYTHON) -m pytest tests/e2e -m e2e $(E2E_ARGS)
 
 # What CI runs on kind (the whole suite would take .ci/run past its budget on a cold machine):
-# the chart on the cluster, one job, one fault and the uninstall.
+# the chart on the cluster, the examples that run scripts, the main faults, a user's image and
+# the third-party programs in it (tests/e2e/test_third_party.py, about 9 min), the uninstall.
 E2E_REDUCED := every_example_is_run or renders or helm_test or secrets or quickstart or worker-killed or hot_spare or python_script or progress_script or users_image or without_python or framework_script or stopped_worker or third_party or uninstall
 
 .PHONY: e2e-reduced

@@ -278,6 +278,12 @@ up() {
     --config "$STATE/cluster.yaml" --kubeconfig "$KUBECONFIG_PATH" --wait 0s
   [[ $offline == 1 ]] && timed "pod network" network
   timed "nodes Ready" kubectl wait --for=condition=Ready nodes --all --timeout=180s >/dev/null
+  # On a small machine the suite's training pods starve the control plane: on 2 cores etcd
+  # missed its liveness probe under the third-party programs' start-ups, was restarted eight
+  # times in 20 minutes and took the API server down with it. Under contention the
+  # control-plane node gets ten times a worker's CPU weight (cgroup cpu shares); training still
+  # has every cycle the control plane leaves idle.
+  docker update --cpu-shares 10240 "$NAME-control-plane" >/dev/null
   # Cluster DNS stays on the control-plane node, out of the way of the workers the suite loses.
   kubectl -n kube-system patch deployment coredns --type merge \
     -p '{"spec":{"template":{"spec":{"nodeSelector":{"node-role.kubernetes.io/control-plane":""}}}}}' >/dev/null

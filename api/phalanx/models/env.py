@@ -64,7 +64,10 @@ PHALANX_HEARTBEAT_FILE: Final = "PHALANX_HEARTBEAT_FILE"
 """If set, node rank 0's agent writes the heartbeat to this file instead of the Lease (local)."""
 PHALANX_HANG_TIMEOUT_SECONDS: Final = "PHALANX_HANG_TIMEOUT_SECONDS"
 """spec.failurePolicy.hangTimeoutSeconds, when set: how long the agent lets a worker stay
-stopped (SIGSTOP) before it fails the gang (default 10 s), for any program."""
+stopped (SIGSTOP) before it fails the gang (STOPPED_WORKER_SECONDS unset), for any program."""
+STOPPED_WORKER_SECONDS: Final = 10.0
+"""How long a worker may stay stopped when hangTimeoutSeconds is unset: the agent's default,
+and what the job's status says applies."""
 PHALANX_HEARTBEAT_SECONDS: Final = "PHALANX_HEARTBEAT_SECONDS"
 """How often the agent publishes the heartbeat (default 2 s; the local backend asks for less)."""
 PHALANX_TERMINATION_LOG: Final = "PHALANX_TERMINATION_LOG"

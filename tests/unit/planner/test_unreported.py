@@ -71,6 +71,7 @@ def test_without_agents_the_recovery_ends_when_the_new_pods_ran_and_says_so() ->
     assert condition is not None
     assert (condition.status, condition.reason) == ("False", "NoStepsReported")
     assert "phalanx.progress" in condition.message
+    assert "hang detection: only a worker stopped for 10 s" in condition.message
     status = st(j)
     assert status.progress is None
     assert status.goodput is None, "not 1 - lost / wall with the lost work unknown"

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from phalanx.agent.warm import Launcher, WorkerProcess, signal_worker
-from phalanx.models import exits
+from phalanx.models import env, exits
 
 POLL_SECONDS = 0.05
-STOPPED_SECONDS = 10.0
+STOPPED_SECONDS = env.STOPPED_WORKER_SECONDS
 """How long a worker may stay stopped (SIGSTOP, job control) before the gang fails: nothing in
 training stops a process, so one that stays stopped is frozen (a debugger's ptrace stop is
 another state, 't'). spec.failurePolicy.hangTimeoutSeconds sets it

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from phalanx.models import env
 from phalanx.models.conditions import ConditionReason, ConditionType
 from phalanx.models.status import Progress
 from phalanx.operator.planner import heartbeat
@@ -57,9 +58,10 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
             updated_at=d.now,
         )
         d.status.consecutive_failures = 0
+        timeout = heartbeat.hang_timeout(d.spec.failure_policy.hang_timeout_seconds, step_seconds)
         d.set_condition(
             ConditionType.PROGRESS_REPORTED, True, ConditionReason.STEPS_REPORTED,
-            f"step {beat.step}",
+            f"step {beat.step}; hang detection: a step that does not advance for {timeout.why}",
         )  # fmt: skip
         # training resumed: start-up and checkpoint load were part of the recovery
         d.finish_recovery(previous.step if previous is not None else None)
@@ -81,11 +83,15 @@ def unreported(d: Decision, config: PlannerConfig) -> None:
 
 
 def say_unreported(d: Decision) -> None:
-    """The ProgressReported condition is False: the program reports no steps."""
+    """The ProgressReported condition is False: the program reports no steps, and so which hang
+    detection it gets, with its timeout."""
     if not d.progress_unreported:
+        stopped = d.spec.failure_policy.hang_timeout_seconds or env.STOPPED_WORKER_SECONDS
         d.set_condition(
             ConditionType.PROGRESS_REPORTED, False, ConditionReason.NO_STEPS_REPORTED,
-            NOT_REPORTED,
+            f"{NOT_REPORTED}; hang detection: only a worker stopped for {stopped:g} s, found by "
+            "its agent where it runs under one, and torch's own collective timeout; no "
+            "stragglers",
         )  # fmt: skip
 
 
