@@ -149,10 +149,12 @@ def test_a_hot_spare_takes_the_lost_rank_of_a_third_party_program(
     fault_at = time.time()
     try:
         faults.lose_node(kind, victim)
-        resumed, _ = _finish(kind, namespace, job, program, "node-lost-spare", fault_at,
-                             the_spare_took_rank_1)  # fmt: skip
+        resumed, done = _finish(kind, namespace, job, program, "node-lost-spare", fault_at,
+                                the_spare_took_rank_1)  # fmt: skip
     finally:
         kind.start_node(victim.spec.node_name)
     assert resumed["world"] == 2, f"the spare kept the job at 2 nodes: {resumed}"
+    lost = [(f["reason"], f["pod"]) for f in done["failures"] if f["class"] == "infrastructure"]
+    assert ("AgentUnresponsive", victim.metadata.name) in lost, "found as the pod that fell silent"
     reasons = [e.reason for e in kind.events(namespace, job)]
     assert not {"Grow", "Shrink"} & set(reasons), reasons
