@@ -150,10 +150,13 @@ class Reporter:
         """A checkpoint of step `step` is committed at `path` (a directory or URL): the job's
         status names it, and restarts are known to resume from it. Call it once the save is
         complete, not when it starts."""
+        previous = self.checkpoint_ref["step"] if self.checkpoint_ref else None
         self.checkpoint_ref = {
             "step": step,
             "path": path,
             "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            # the cadence, as this process kept it: a heartbeat may skip a checkpoint
+            "previousStep": previous if previous is not None and previous < step else None,
         }
         if self._beat is not None:  # at once: a script may save at its last step, then exit
             self._beat["checkpoint"] = self.checkpoint_ref

@@ -97,6 +97,10 @@ class CheckpointRef(KubeModel):
     time: datetime | None = None
     """When it was committed."""
 
+    previous_step: Annotated[int | None, Field(ge=0)] = None
+    """Step of the checkpoint the same process committed before this one: the program's own
+    cadence, as it reported it (heartbeats are samples and can skip a checkpoint between two)."""
+
 
 class Failure(KubeModel):
     """One failure the operator acted on."""
@@ -194,19 +198,23 @@ class TrainingJobStatus(KubeModel):
     checkpoint_interval_steps: Annotated[int | None, Field(ge=1)] = None
     """Steps between the program's two newest committed checkpoints, as it reported them: the
     cadence it really saves at, which is spec.checkpoint.intervalSteps only for programs that
-    read it (the reference trainer, scripts using phalanx.resume). Unset until two are reported."""
+    read it (the reference trainer, scripts using phalanx.resume). Unset until one process has
+    reported two."""
 
     failures: list[Failure] = Field(default_factory=list, max_length=10)
     """The most recent failures, newest last."""
 
     def record_checkpoint(self, checkpoint: CheckpointRef) -> None:
-        """A committed checkpoint the program reported: the newest one, and the cadence that the
-        step it follows shows (an older or repeated report changes nothing)."""
+        """A committed checkpoint the program reported: the newest one, and the cadence its
+        reporter saw (the step of the one it committed before). Not the difference from the
+        last one seen here: heartbeats are samples, and a fast program commits two between
+        them. An older or repeated report changes nothing."""
         last = self.last_checkpoint
         if last is not None and checkpoint.step <= last.step:
             return
-        if last is not None:
-            self.checkpoint_interval_steps = checkpoint.step - last.step
+        previous = checkpoint.previous_step
+        if previous is not None and previous < checkpoint.step:
+            self.checkpoint_interval_steps = checkpoint.step - previous
         self.last_checkpoint = checkpoint.model_copy()
 
     current: EpochState = Field(default_factory=EpochState)
