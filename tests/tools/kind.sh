@@ -35,7 +35,9 @@ PUBLISHED_IMAGE=kindest/node:v1.33.4
 NAME=${PHALANX_KIND_NAME:-phalanx-e2e}
 STATE=${PHALANX_KIND_STATE:-$ROOT/.artifacts/kind}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
-NODE_IMAGE=phalanx/kind-node:$K8S_VERSION
+# The recipe's revision is in the tag, so a changed recipe is rebuilt where the old image is
+# cached (r2: etcd 3.5.24 built from Go, whose /livez and /readyz kubeadm's probes ask for).
+NODE_IMAGE=phalanx/kind-node:$K8S_VERSION-r2
 BASE_IMAGE=phalanx/debian:bookworm
 KIND_BASE_IMAGE=phalanx/kind-base:$KIND_VERSION
 PHALANX_VERSION=${PHALANX_IMAGE_TAG:-0.1.0}
@@ -121,7 +123,6 @@ build_kube_images() { # -> writes $1 (a docker save archive)
         local dir
         dir=$(mktemp -d)
         install -D -m 0755 "$(readlink -f "$K8S_BIN/etcd")" "$dir/usr/local/bin/etcd"
-        install -D -m 0755 "$(readlink -f "$K8S_BIN/etcdctl")" "$dir/usr/local/bin/etcdctl"
         tar -C "$dir" -c . | docker import -c 'ENTRYPOINT ["/usr/local/bin/etcd"]' - "$image" >/dev/null
         rm -rf "$dir" ;;
       */coredns:*)
@@ -278,11 +279,11 @@ up() {
     --config "$STATE/cluster.yaml" --kubeconfig "$KUBECONFIG_PATH" --wait 0s
   [[ $offline == 1 ]] && timed "pod network" network
   timed "nodes Ready" kubectl wait --for=condition=Ready nodes --all --timeout=180s >/dev/null
-  # On a small machine the suite's training pods starve the control plane: on 2 cores etcd
-  # missed its liveness probe under the third-party programs' start-ups, was restarted eight
-  # times in 20 minutes and took the API server down with it. Under contention the
-  # control-plane node gets ten times a worker's CPU weight (cgroup cpu shares); training still
-  # has every cycle the control plane leaves idle.
+  # On 2 cores the suite's training pods compete with the control plane; under contention the
+  # control-plane node gets ten times a worker's CPU weight (cgroup cpu shares), so API calls
+  # and the node controller keep their pace; training still has every cycle the control plane
+  # leaves idle. (The control plane lost after ~20 minutes in earlier runs was not this: it
+  # was etcd 3.5.1 failing kubeadm's startup probe, see k8s-binaries.sh.)
   docker update --cpu-shares 10240 "$NAME-control-plane" >/dev/null
   # Cluster DNS stays on the control-plane node, out of the way of the workers the suite loses.
   kubectl -n kube-system patch deployment coredns --type merge \
