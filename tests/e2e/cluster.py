@@ -153,12 +153,26 @@ class KindCluster:
         run(["bash", KIND_SH, "net"])
         self.advertise_fake_gpus()
 
+    def freeze_node(self, node: str) -> None:
+        """A silent node: every process of its container freezes (the cgroup freezer), so its
+        sockets stay open and its kubelet stops posting, as on a power loss or a stuck kernel."""
+        run(["docker", "pause", node])
+
+    def thaw_node(self, node: str) -> None:
+        """Unfreeze a silent node and wait until it is Ready."""
+        run(["docker", "unpause", node])
+        wait_for(lambda: self.ready(node), 180, f"node {node} Ready again", interval=2)
+
     def restore_nodes(self) -> None:
-        """Start every node container a test stopped and left stopped (it failed half-way)."""
+        """Start or thaw every node container a test stopped or froze and left so (it failed
+        half-way)."""
         names = run(["bash", KIND_SH, "nodes"]).stdout.split()
         for node in names:
-            state = run(["docker", "inspect", "-f", "{{.State.Running}}", node]).stdout.strip()
-            if state != "true":
+            state = run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.Paused}}", node])
+            running, paused = state.stdout.split()
+            if paused == "true":
+                self.thaw_node(node)
+            elif running != "true":
                 self.start_node(node)
 
     # -- TrainingJobs -------------------------------------------------------------------------

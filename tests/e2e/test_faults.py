@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,14 @@ from tests.e2e.jobs import training_job
 
 Inject = Callable[[KindCluster, k8s.V1Pod], None]
 # A surviving rank's collective can fail (exit 75) before the operator sees the killed pod's
-# exit or the node marked NotReady, and a hung rank's peers may time out in a collective before
-# the heartbeat has stalled for hangTimeoutSeconds: either way the job sees the fault first-hand.
+# exit, and a hung rank's peers may time out in a collective before the heartbeat has stalled
+# for hangTimeoutSeconds: either way the job sees the fault first-hand. A lost node is found by
+# its peers' agents (its pings stop) long before its node turns NotReady, and only so: the
+# peers' collective failures wait for that word, so a lost node is one restart.
 CASES: dict[str, tuple[Inject, set[str]]] = {
     "worker-killed": (faults.kill_worker, {"Killed", "CollectiveFailure"}),
     "pod-deleted": (faults.delete_pod, {"PodDeleted"}),
-    "node-lost": (faults.lose_node, {"NodeNotReady", "NodeLost", "CollectiveFailure"}),
+    "node-lost": (faults.lose_node, {"PeerSilent"}),
     "rank-hung": (faults.hang_worker, {"Hang", "CollectiveFailure"}),
 }
 JOB = "faulty"
@@ -97,6 +100,7 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
     if node_lost:  # closing ranks is a restart at the size that runs (no Shrink event needed)
         assert "Grow" in reasons_seen, reasons_seen
+        assert reasons_seen.count("Restart") == 1, f"one restart per lost node: {reasons_seen}"
     record(case, fault_to_first_step_s=round(first_step - fault_at, 1),
            resumed_from_step=resumed["from"], failure=failure.get("reason"),
            failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
@@ -143,7 +147,69 @@ def test_a_hot_spare_takes_a_lost_nodes_rank_in_place(kind: KindCluster, namespa
     assert done["progress"]["step"] == 250
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
     assert not {"Grow", "Shrink"} & set(reasons_seen), reasons_seen
+    assert reasons_seen.count("Restart") == 1, f"one restart per lost node: {reasons_seen}"
     record("node-lost-spare", fault_to_first_step_s=round(first_step - fault_at, 1),
            resumed_from_step=resumed["from"], trained_epoch=trained_epoch,
            failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
            events=reasons_seen)  # fmt: skip
+
+
+def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_one_restart(
+    kind: KindCluster, namespace: str
+) -> None:
+    """A machine that freezes (power loss, a stuck kernel): its container is paused, so its
+    sockets stay open, its peers' collectives just wait and its kubelet stops posting. With the
+    failure policy's defaults (no hangTimeoutSeconds), node rank 0's agent finds the frozen
+    pod's pings gone (`phalanx.agent.peers`) and the job restarts once, without it, the spare
+    taking its rank: detected as PeerSilent, not as a Hang, a collective's failure or the node's
+    NotReady, whose time on this cluster is measured beside it."""
+    job = for_kind(training_job(JOB, steps=250, nodes=(2, 2)))
+    job["spec"]["spares"] = 1
+    del job["spec"]["failurePolicy"]["hangTimeoutSeconds"]  # the defaults: adaptive, 30 s floor
+    kind.create_job(namespace, job)
+    log = step_log(kind, namespace)
+    before = kind.wait_status(namespace, JOB, _training_with_a_spare(log),
+                              "training on 2 nodes with 1 hot spare", timeout=300)  # fmt: skip
+    epoch = before["epoch"]
+    victim = kind.running_pod(namespace, JOB, epoch, rank=1)
+    node = victim.spec.node_name
+    fault_at = time.time()
+    kind.freeze_node(node)
+    try:
+        trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 120,
+                                             "the first training step of a new epoch")  # fmt: skip
+        not_ready_at = wait_for(lambda: time.time() if not kind.ready(node) else None, 180,
+                                f"node {node} NotReady", interval=0.5)  # fmt: skip
+    finally:
+        kind.thaw_node(node)
+    after = kind.status(namespace, JOB)
+    failures = [f for f in after["failures"] if f["epoch"] >= epoch]
+    assert [(f.get("reason"), f.get("pod")) for f in failures] == [
+        ("PeerSilent", victim.metadata.name)
+    ], failures
+    decided_at = datetime.fromisoformat(failures[0]["time"]).timestamp()
+    spare = standby_pod_name(JOB, epoch, 0)
+    assert after["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {after['current']}"
+    assert victim.metadata.name not in after["current"]["ranks"], "the silent pod never rejoins"
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    assert done["progress"]["step"] == 250
+    reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
+    assert reasons_seen.count("Restart") == 1, f"one restart for one silent node: {reasons_seen}"
+    record("silent-node-spare", fault_to_decision_s=round(decided_at - fault_at, 1),
+           fault_to_first_step_s=round(first_step - fault_at, 1),
+           node_not_ready_s=round(not_ready_at - fault_at, 1), trained_epoch=trained_epoch,
+           failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
+
+
+def _training_with_a_spare(log: Path) -> Callable[[dict[str, Any]], bool]:
+    def check(status: dict[str, Any]) -> bool:
+        epoch = status.get("epoch", 0)
+        return (
+            status.get("phase") == "Running"
+            and status.get("spares") == 1
+            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
+            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
+        )
+
+    return check

@@ -154,7 +154,10 @@ def test_a_hot_spare_takes_the_lost_rank_of_a_third_party_program(
     finally:
         kind.start_node(victim.spec.node_name)
     assert resumed["world"] == 2, f"the spare kept the job at 2 nodes: {resumed}"
-    lost = [(f["reason"], f["pod"]) for f in done["failures"] if f["class"] == "infrastructure"]
-    assert ("AgentUnresponsive", victim.metadata.name) in lost, "found as the pod that fell silent"
+    lost = [(f["class"], f["reason"], f["pod"]) for f in done["failures"]]
+    assert lost == [("infrastructure", "PeerSilent", victim.metadata.name)], (
+        "found by its peers as the pod that fell silent; the survivors' exits follow from it"
+    )
     reasons = [e.reason for e in kind.events(namespace, job)]
     assert not {"Grow", "Shrink"} & set(reasons), reasons
+    assert reasons.count("Restart") == 1, f"one restart for one lost node: {reasons}"

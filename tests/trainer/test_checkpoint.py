@@ -2,7 +2,8 @@
 
 Covers: a missing `.metadata` or a truncated shard in the newest directory makes resume use the
 previous one; a full disk (a small tmpfs) fails the save loudly and leaves the previous checkpoint
-intact; pruning keeps the newest K and never the newest valid; async saves commit on wait and save the
+intact; pruning keeps the newest K and never the newest valid; async saves commit on wait (and are
+reported then, not when they start) and save the
 state as it was at the save, though it changes once the staging is done; an fsspec URL works
 like a directory. One rank, in a real (single-member) gloo process group;
 the multi-rank and resharding paths are exercised by the trajectory test.
@@ -115,6 +116,23 @@ def test_async_save_commits_on_wait(tmp_path: Path) -> None:
     manager.wait()
     assert manager.valid_steps() == [5]
     assert loaded(manager) == (5, 5.0)
+
+
+def test_a_checkpoint_is_reported_when_committed_not_when_its_async_save_starts(
+    tmp_path: Path,
+) -> None:
+    """What status.lastCheckpoint names comes from this callback: it must never name a
+    directory whose save is still in flight (a restart could find it incomplete)."""
+    reported: list[tuple[int, str, bool]] = []
+    manager = CheckpointManager(str(tmp_path), keep=3)
+    manager.on_commit = lambda step, path: reported.append(
+        (step, path, (Path(path) / METADATA).exists())
+    )
+    manager.save(5, state(5.0, size=1 << 20))
+    manager.wait_staged()
+    assert reported == [], "not at the save's start, nor once its staging is done"
+    manager.wait()
+    assert reported == [(5, str(tmp_path / "step-5"), True)], "at the commit, complete"
 
 
 def test_an_async_save_holds_the_state_of_its_step_once_staged(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def test_a_report_the_agent_writes_is_read_by_the_operator_field_for_field() -> 
     report = Report(
         pod="job-3-1", state="running", time=T0, epoch=3, exit_code=137, message="killed",
         failed_at=T0, workers={"2": 4242, "3": 4243}, phase="first-step", renewed=T0,
-        renew_seconds=2.5,
+        renew_seconds=2.5, silent_nodes={0: 4.2, 5: 12.0},
     )  # fmt: skip
     model = AgentReport.model_validate_json(report.to_json())
     assert model.model_dump() == dataclasses.asdict(report)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from phalanx.agent.main import epoch_env
+from phalanx.agent.epoch_env import epoch_env
 from phalanx.agent.wire import Assignment
 from phalanx.models import TrainingJob, env
 from phalanx.operator.builder import BuildSettings, node_pod

@@ -63,3 +63,8 @@ class AgentReport(KubeModel):
     renew_seconds: Annotated[float | None, Field(gt=0)] = None
     """How often the agent renews while it does: a pod counts as silent only after several
     renewals were missed, whatever the timeout."""
+
+    silent_nodes: dict[int, float] = Field(default_factory=dict)
+    """Node ranks of the epoch this agent has not heard from for the given seconds, after they
+    spoke in it: node rank 0's agent hears every peer's pings, node ranks 1 and 2 hear node rank
+    0's answers (`phalanx.agent.peers`). A frozen or cut-off machine, found by a live peer."""

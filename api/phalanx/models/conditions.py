@@ -112,6 +112,9 @@ class FailureReason(StrEnum):
     NODE_NOT_READY = "NodeNotReady"
     NODE_LOST = "NodeLost"
     AGENT_UNRESPONSIVE = "AgentUnresponsive"
+    PEER_SILENT = "PeerSilent"
+    """A live peer's agent no longer hears the pod's agent (a frozen or cut-off machine: its
+    sockets stay open and its node still looks Ready)."""
     HANG = "Hang"
     STRAGGLER = "Straggler"
     STARTUP_TIMEOUT = "StartupTimeout"

@@ -59,9 +59,12 @@ class FailurePolicy(SpecModel):
     the trainer first reports step times. Set it for steps longer than 30 s, or for pauses between
     steps longer than the adaptive timeout (blocking checkpoint saves, evaluation). Before the
     first step, a pod whose agent stops reporting for this long (15 s at most) is frozen,
-    whatever the phase of its start. For any program under the agent, reporting or not, a
-    worker process that stays stopped (SIGSTOP) this long (10 s when unset) is a hang too, found
-    by its agent in the process table.
+    whatever the phase of its start. Where the pods' agents ping each other (in-place pods),
+    a frozen machine is found by its peers in about 5 s (PeerSilent), and both timeouts are
+    held to 8 s at least (10 s from an agent's last report) so that their word comes first.
+    For any program under the agent, reporting or not, a worker process that stays stopped
+    (SIGSTOP) this long (10 s when unset) is a hang too, found by its agent in the process
+    table.
     Reaches: programs under the agent, programs that report progress."""
 
     startup_timeout_seconds: Annotated[int | None, Field(ge=1)] = None

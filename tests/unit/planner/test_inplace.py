@@ -392,7 +392,7 @@ def test_a_peers_error_reported_before_the_kill_waits_for_the_kill() -> None:
     assert j.status is not None
     assert j.status.epoch == 1, "an application failure alone waits for the peers' reports"
     assert plan.requeue_after is not None
-    assert plan.requeue_after <= 1.0
+    assert plan.requeue_after <= PlannerConfig().silence_settle_seconds, "or for a silent peer"
     gang[1] = replace(gang[1], agent=report("j-1-1", "failed", 1, exitCode=137, message="killed",
                                             failedAt=at(19.45)))  # fmt: skip
     j, _ = step(j, Observed(pods=tuple(gang)), at(19.6))
@@ -410,7 +410,7 @@ def test_an_application_failure_alone_restarts_once_the_wait_is_over() -> None:
     j, _ = step(j, Observed(pods=tuple(gang)), at(19.5))
     assert j.status is not None
     assert j.status.epoch == 1
-    j, _ = step(j, Observed(pods=tuple(gang)), at(20.4))
+    j, _ = step(j, Observed(pods=tuple(gang)), at(19.4 + PlannerConfig().silence_settle_seconds))
     assert j.status is not None
     assert j.status.epoch == 2
     assert j.status.restarts.application == 1
@@ -421,7 +421,9 @@ def test_the_ack_clock_starts_when_the_assignment_goes_out_after_the_backoff() -
     of the epoch only then (it goes out once the backoff ends, every pod carried over), so none
     is unresponsive for not starting it before, however long the backoff; a lost node's pod that
     stays mute once it is out is replaced as usual."""
-    config = PlannerConfig(assignment_ack_seconds=3, assignment_settle_seconds=2)  # < backoff
+    config = PlannerConfig(  # the acks' waits < the backoff; no peer's word of a silence comes
+        assignment_ack_seconds=3, assignment_settle_seconds=2, silence_settle_seconds=1
+    )
     j = running()
     gang = list(agents(1, 4))
     gang[0] = replace(gang[0], agent=report("j-1-0", "failed", 1, exitCode=1,
@@ -448,3 +450,125 @@ def test_the_ack_clock_starts_when_the_assignment_goes_out_after_the_backoff() -
     assert [(f.reason, f.pod) for f in j.status.failures if f.epoch == 2] == [
         ("AgentUnresponsive", "j-1-3")
     ]
+
+
+def silent(p: PodView, state: str = "running", **nodes: float) -> PodView:
+    """`p` whose agent reports the node ranks `r<N>=seconds` silent."""
+    heard = {int(k[1:]): v for k, v in nodes.items()}
+    return replace(p, agent=report(p.name, state, p.epoch, silentNodes=heard,
+                                   **({"exitCode": 75, "failedAt": at(19.4)} if state == "failed" else {})))  # fmt: skip
+
+
+def test_a_silent_peer_is_one_restart_without_it_and_the_spare_takes_its_rank() -> None:
+    """A frozen machine mid-training: node rank 0's agent no longer hears node rank 1's pings.
+    The job restarts once, at once, and the silent pod never rejoins (deleted, not assigned)."""
+    j = running(job(spares=1), extra=(spare(0),))
+    gang = agents(1, 4)
+    gang[0] = silent(gang[0], r1=4.2)
+    j, plan = step(j, Observed(pods=(*gang, spare(0))), at(30))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 4)
+    assert assigned(plan) == {"j-1-0": 0, "j-standby-1-0": 1, "j-1-2": 2, "j-1-3": 3}
+    assert [a.names for a in plan.of_type(DeletePods)] == [("j-1-1",)]
+    assert [(f.reason, f.pod) for f in j.status.failures] == [("PeerSilent", "j-1-1")]
+    assert "not heard node rank 1's for 4.2 s" in (j.status.failures[0].message or "")
+    assert (j.status.restarts.infrastructure, j.status.restarts.application) == (1, 0)
+    assert [e.reason for e in plan.events].count("Restart") == 1
+
+
+def test_a_silent_rank_0_is_found_by_the_ranks_that_hear_its_answers() -> None:
+    j = running()
+    gang = agents(1, 4)
+    gang[1] = silent(gang[1], r0=4.0)
+    gang[2] = silent(gang[2], r0=4.1)
+    j, plan = step(j, Observed(pods=tuple(gang)), at(30))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 3), "no spare: the job closes ranks"
+    assert "j-1-0" not in assigned(plan)
+    assert [(f.reason, f.pod) for f in j.status.failures] == [("PeerSilent", "j-1-0")]
+
+
+def test_a_partition_between_two_agents_drops_the_one_more_peers_call_silent() -> None:
+    """Rank 0 and rank 1 cannot hear each other; rank 2 still hears rank 0: rank 1 goes."""
+    j = running()
+    gang = agents(1, 4)
+    gang[0] = silent(gang[0], r1=4.0)
+    gang[1] = silent(gang[1], r0=4.0)
+    j, plan = step(j, Observed(pods=tuple(gang)), at(30))
+    assert j.status is not None
+    assert [(f.reason, f.pod) for f in j.status.failures] == [("PeerSilent", "j-1-1")]
+    assert sorted(assigned(plan)) == ["j-1-0", "j-1-2", "j-1-3"]
+
+
+def test_a_silence_said_in_an_earlier_epoch_is_not_acted_on() -> None:
+    j = running()
+    gang = agents(1, 4, running_epoch=1)
+    gang[0] = replace(gang[0], agent=report("j-1-0", "running", 0, silentNodes={1: 9.0}))
+    j, plan = step(j, Observed(pods=tuple(gang)), at(30))
+    assert j.status is not None
+    assert j.status.epoch == 1
+    assert not plan.of_type(AssignEpoch)
+
+
+def collective_failure(p: PodView) -> PodView:
+    """`p` whose agent reports its workers' collective failure at t=19.4."""
+    return replace(p, agent=report(p.name, "failed", p.epoch, exitCode=75, message="Gloo reset",
+                                   failedAt=at(19.4)))  # fmt: skip
+
+
+def test_a_lost_machine_costs_one_restart_whichever_signal_comes_first() -> None:
+    """The peers' collectives fail at once when a machine goes (exit 75); the lost pod's agent
+    says nothing. The planner waits for the peer watch's word rather than restarting with the
+    lost pod carried over (and again when it does not answer): one restart, one failure."""
+    j = running()
+    gang = [collective_failure(p) for p in agents(1, 4)]
+    gang[1] = replace(agents(1, 4)[1])  # lost: its last report still says running
+    j, plan = step(j, Observed(pods=tuple(gang)), at(19.6))
+    assert j.status is not None
+    assert j.status.epoch == 1, "the peers' collective failure waits for a silent peer"
+    assert plan.requeue_after is not None
+    assert plan.requeue_after <= PlannerConfig().silence_settle_seconds
+    gang[0] = silent(gang[0], "failed", r1=4.1)
+    j, plan = step(j, Observed(pods=tuple(gang)), at(23.6))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 3)
+    assert "j-1-1" not in assigned(plan)
+    assert [(f.reason, f.pod) for f in j.status.failures] == [("PeerSilent", "j-1-1")]
+    acked = tuple(replace(p, agent=report(p.name, "running", 2)) for p in gang if p.rank != 1)
+    j, plan = step(j, Observed(pods=acked), at(40))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert j.status.restarts.infrastructure == 1, "no second restart for the lost pod"
+
+
+def test_without_a_silent_peer_the_collective_failure_restarts_when_the_wait_ends() -> None:
+    j = running()
+    gang = [collective_failure(p) for p in agents(1, 4)]
+    gang[3] = agents(1, 4)[3]  # still training: a slow rank, not a lost one
+    j, _ = step(j, Observed(pods=tuple(gang)), at(19.6))
+    assert j.status is not None
+    assert j.status.epoch == 1
+    j, plan = step(j, Observed(pods=tuple(gang)), at(19.4 + PlannerConfig().silence_settle_seconds))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert assigned(plan) == {f"j-1-{r}": r for r in range(4)}, "every pod carries over"
+
+
+@pytest.mark.parametrize(("watched", "found_at"), [(True, 28.0), (False, 25.0)])
+def test_a_short_hang_timeout_waits_for_the_peers_word_where_they_watch(
+    watched: bool, found_at: float
+) -> None:
+    """hangTimeoutSeconds 5: a stalled step is a Hang after 5 s, but where the pods' agents ping
+    each other it waits until 8 s, past the time they take to name a frozen machine (which the
+    restart must then leave out)."""
+    j = running(job(failurePolicy={"hangTimeoutSeconds": 5}))
+    gang = tuple(agents(1, 4)) if watched else tuple(pods(1, 4))
+    j, _ = step(j, Observed(pods=gang, heartbeat=beat(1, 7)), at(20))
+    j, _ = step(j, Observed(pods=gang, heartbeat=beat(1, 7)), at(found_at - 0.1))
+    assert j.status is not None
+    assert j.status.epoch == 1
+    j, _ = step(j, Observed(pods=gang, heartbeat=beat(1, 7)), at(found_at))
+    assert j.status is not None
+    assert [f.reason for f in j.status.failures] == ["Hang"]
+    if watched:
+        assert "held to 8 s for the peers' watch" in (j.status.failures[0].message or "")

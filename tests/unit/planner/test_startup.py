@@ -56,10 +56,14 @@ def test_an_agent_silent_in_any_phase_is_a_frozen_pod_restarted_without_it(phase
     j, _ = step(j, Observed(), at(0))
     j = started(j, 1, 4, 1)
     alive = renewing(1, 4, phase, at(9), r3=(phase, at(3.5)))
-    j, plan = step(j, Observed(pods=tuple(alive)), at(8.4))
-    assert st(j).epoch == 1, "5 s have not passed since pod 3's last renewal"
+    alive = renewing(1, 4, phase, at(13), r3=(phase, at(3.5)))
+    j, plan = step(j, Observed(pods=tuple(alive)), at(13.4))
+    assert st(j).epoch == 1, (
+        "5 s have passed since pod 3's last renewal, but where the agents ping each other the "
+        "rule waits 10 s: their word (PeerSilent) comes first, and this is the fallback"
+    )
     assert plan.requeue_after == pytest.approx(0.1)
-    j, plan = step(j, Observed(pods=tuple(alive)), at(8.6))
+    j, plan = step(j, Observed(pods=tuple(alive)), at(13.6))
     assert st(j).epoch == 2
     [failure] = st(j).failures
     assert (failure.reason, failure.pod) == ("Hang", "j-1-3")
@@ -155,10 +159,10 @@ def test_a_pod_is_silent_only_after_three_missed_renewals_however_short_the_time
     j, _ = step(j, Observed(), at(0))
     j = started(j, 1, 4, 1)
     slow = [
-        replace(p, agent=p.agent.model_copy(update={"renew_seconds": 2.0}))  # type: ignore[union-attr]
+        replace(p, agent=p.agent.model_copy(update={"renew_seconds": 5.0}))  # type: ignore[union-attr]
         for p in renewing(1, 4, "untracked", at(10))
     ]
-    j, _ = step(j, Observed(pods=tuple(slow)), at(15.9))
-    assert st(j).epoch == 1, "an agent that renews every 2 s has 6 s"
-    j, _ = step(j, Observed(pods=tuple(slow)), at(16.1))
+    j, _ = step(j, Observed(pods=tuple(slow)), at(24.9))
+    assert st(j).epoch == 1, "an agent that renews every 5 s has 15 s (past the peers' 10 s)"
+    j, _ = step(j, Observed(pods=tuple(slow)), at(25.1))
     assert st(j).epoch == 2

@@ -16,6 +16,7 @@ agent runs its one epoch and exits with the gang's outcome.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -29,9 +30,11 @@ from pathlib import Path
 
 from phalanx.agent import lifeline, torchrun
 from phalanx.agent.channel import Assignments, FileAssignments, FileReports, Reports
+from phalanx.agent.epoch_env import epoch_env, static_assignment
 from phalanx.agent.kubeapi import KubeError
 from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.agent.liveness import Liveness, Renewals, tracks_phases
+from phalanx.agent.peers import Epoch, PeerWatch
 from phalanx.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
 from phalanx.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor
 from phalanx.agent.warm import Launcher
@@ -92,39 +95,6 @@ def write_termination_message(message: str) -> None:
         path.write_text(message[:4000])
 
 
-def epoch_env(base: dict[str, str], assignment: Assignment, node_rank: int) -> dict[str, str]:
-    """The pod's env with an epoch's assignment in place of the values it was created with
-    (RANK and WORLD_SIZE too where the pod has them, nprocPerNode 1: a carried-over pod may get
-    another rank, and what its program reads must follow). The same writer as the operator's."""
-    nproc = int(base.get(contract.NPROC_PER_NODE, "1"))
-    merged = {
-        **base,
-        **contract.rendezvous(
-            assignment.master_addr, assignment.master_port, assignment.nodes, node_rank, nproc
-        ),
-        contract.PHALANX_EPOCH: str(assignment.epoch),
-    }
-    if contract.RANK in base:  # a pod that is its only worker carries its worker's ranks too
-        merged |= contract.single_worker(node_rank, assignment.nodes)
-    if contract.PHALANX_DATA_PARALLEL in base:
-        degree = contract.data_parallel(
-            assignment.nodes,
-            nproc,
-            int(base.get(contract.PHALANX_TENSOR_PARALLEL, "1")),
-            int(base.get(contract.PHALANX_PIPELINE_PARALLEL, "1")),
-        )
-        merged[contract.PHALANX_DATA_PARALLEL] = str(degree)
-    return merged
-
-
-def static_assignment(pod: PodEnv, name: str) -> Assignment:
-    """The one epoch a pod without an assignment channel runs: the one its env describes."""
-    return Assignment(
-        epoch=pod.epoch, nodes=pod.nnodes, master_addr=pod.master_addr,
-        master_port=pod.master_port, ranks={name: pod.node_rank},
-    )  # fmt: skip
-
-
 @dataclass
 class Gang:
     """This node's workers for one epoch, and the heartbeat they feed."""
@@ -166,10 +136,13 @@ class Agent:
     last_epoch: int = -1
     preempted: bool = False
     renewals: Renewals = field(init=False)
+    peers: PeerWatch = field(init=False)
     _report_lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_report: Report | None = None
 
     def __post_init__(self) -> None:
         self.renewals = Renewals(self._renewal)
+        self.peers = PeerWatch(self._silent_changed)
 
     @property
     def in_place(self) -> bool:
@@ -180,6 +153,7 @@ class Agent:
             return self._run()
         finally:
             self._stop_gang()
+            self.peers.stop()
             if self.memory is not None:
                 shutil.rmtree(self.memory, ignore_errors=True)
 
@@ -211,8 +185,12 @@ class Agent:
         self._stop_gang()
         rank = assignment.ranks.get(self.name)
         if rank is None:
+            self.peers.stop()
             self.report("standby", assignment.epoch)
             return
+        if self.in_place:  # the watch outlives a failed gang: a peer may fall silent after
+            self.peers.follow(Epoch(assignment.epoch, rank, assignment.nodes,
+                                    assignment.master_addr, assignment.master_port))  # fmt: skip
         self._start(assignment, rank)
 
     def _start(self, assignment: Assignment, node_rank: int) -> None:
@@ -330,9 +308,22 @@ class Agent:
             pod=self.name, state=state, epoch=epoch, exit_code=code, message=message,
             time=since or now, failed_at=failed_at, workers=workers or {}, phase=phase,
             renewed=now if phase is not None else None, renew_seconds=renew_seconds,
+            silent_nodes=self.peers.silent() if state in ("running", "failed") else {},
         )  # fmt: skip
+        self._publish(report)
+
+    def _silent_changed(self, silent: dict[int, float]) -> None:
+        """The peer watch found a peer silent (or heard it again): say so at once, in the state
+        last reported (from the watch's thread)."""
+        last = self._last_report
+        if last is not None and last.state in ("running", "failed"):
+            self._publish(dataclasses.replace(last, silent_nodes=silent))
+
+    def _publish(self, report: Report) -> None:
+        assert self.reports is not None
         try:
-            with self._report_lock:  # the renewals' thread reports too
+            with self._report_lock:  # the renewals' and the peer watch's threads report too
+                self._last_report = report
                 self.reports.publish(report)
         except Exception as error:  # the operator then sees the pod as it is, without details
             print(f"phalanx-agent: state not reported: {error}", file=sys.stderr, flush=True)

@@ -85,6 +85,7 @@ class Report:
     phase: AgentPhase | None = None
     renewed: datetime | None = None
     renew_seconds: float | None = None
+    silent_nodes: dict[int, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         values: dict[str, Any] = {
@@ -99,6 +100,7 @@ class Report:
             "phase": self.phase,
             "renewed": _time(self.renewed),
             "renewSeconds": self.renew_seconds,
+            "silentNodes": {str(r): s for r, s in self.silent_nodes.items()},
         }
         return json.dumps({k: v for k, v in values.items() if v is not None})
 

@@ -39,7 +39,19 @@ class PlannerConfig:
     before the gang restarts, unless every rank has reported: a worker killed by the platform
     is often reported after the peers whose collective it broke (a plain script's peers exit 1
     on "connection reset"), and the restart's class, budget and cause must be the kill's. Only
-    application failures wait; any other is decided at once."""
+    application failures wait this long (and the peers' collective failures, see
+    `silence_settle_seconds`); any other is decided at once."""
+    silence_settle_seconds: float = 6.0
+    """How long the peers' collective failures, with no cause at hand, wait for a silent peer
+    to be found where the epoch's agents watch each other: `phalanx.agent.peers` finds a peer
+    silent after 4 s unheard, its pings go every second, and the report takes its way through
+    the API server. A lost machine then costs one restart, without it; a cause that turns up
+    (a killed worker's own report) ends the wait at once."""
+    peers_first_seconds: float = 8.0
+    """Where the epoch's agents watch each other, a shorter timeout of a rule that a frozen
+    machine trips too (the step that stalls, hangTimeoutSeconds) is held to this, so that the
+    peers' word (PeerSilent, about 5 s after the freeze) comes first, with a margin for a
+    loaded machine: the restart then leaves the frozen pod out (one restart, not two)."""
     assignment_settle_seconds: float = 2.0
     """Sooner than `assignment_ack_seconds`: a carried-over pod whose agent is still silent
     this long after the epoch began, while every other carried-over agent already started it,

@@ -121,11 +121,14 @@ class Decision:
         injected = self.condition(ConditionType.AGENT_INJECTED)
         return injected is None or injected.status != "False"
 
-    def start_epoch(self, nodes: int, reason: EpochReason) -> None:
+    def start_epoch(
+        self, nodes: int, reason: EpochReason, exclude: frozenset[str] = frozenset()
+    ) -> None:
         """Move to a new epoch of `nodes` node pods. Pods whose agent answers carry over (in-place
-        restart; see `inplace`); the others are retired before the epoch launches."""
+        restart; see `inplace`), except those in `exclude` (found silent); the others are
+        retired before the epoch launches, so a silent pod never rejoins."""
         ranks, spares = inplace.carried_over(
-            self.observed, self.status.epoch, nodes, frozenset(self.status.avoid_nodes)
+            self.observed, self.status.epoch, nodes, frozenset(self.status.avoid_nodes), exclude
         )
         self.status.epoch += 1
         self.status.nodes = nodes
@@ -148,7 +151,7 @@ class Decision:
                 self.set_condition(ConditionType.RESIZING, True, reason, what)
             case _:
                 assert_never(reason)
-        keep = {*ranks, *spares}
+        keep = {*ranks, *spares, *exclude}  # the caller deletes those, by force
         self.delete_pods(
             [p.name for p in self.observed.pods if not p.deleting and p.name not in keep]
         )

@@ -11,6 +11,7 @@ of the ladder as pods of the current epoch, so every other rule reads them like 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from phalanx.models.status import EpochState
@@ -54,14 +55,20 @@ def _with_reported_failure(pod: PodView) -> PodView:
 
 
 def carried_over(
-    observed: Observed, epoch: int, nodes: int, avoid: frozenset[str] = frozenset()
-) -> tuple[dict[str, int], list[str]]:
+    observed: Observed, epoch: int, nodes: int, avoid: frozenset[str] = frozenset(),
+    exclude: frozenset[str] = frozenset(),
+) -> tuple[dict[str, int], list[str]]:  # fmt: skip
     """For a new epoch of `nodes` ranks after `epoch`: node ranks of the pods that carry over,
     by name (survivors keep their rank if it still exists, then fill the lowest free ranks, then
     hot spares do), and the spare standby pods left over, in order. A pod on a node in `avoid`
-    (where a straggler ran) does not carry over: the job is moving off that node."""
+    (where a straggler ran) does not carry over: the job is moving off that node; nor does a
+    pod named in `exclude` (a silent one)."""
     survivors = sorted(
-        (p for p in observed.node_pods(epoch).values() if _can_carry(observed, p, avoid)),
+        (
+            p
+            for p in observed.node_pods(epoch).values()
+            if _can_carry(observed, p, avoid) and p.name not in exclude
+        ),
         key=lambda p: p.rank,
     )
     spares = [
@@ -159,3 +166,46 @@ def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datet
     if late:
         return late, None
     return [], min(busy_due if renewing(p) else due for p in silent)
+
+
+@dataclass(frozen=True)
+class Silence:
+    """A pod of the epoch that a live peer's agent no longer hears."""
+
+    pod: PodView
+    seconds: float
+    """How long the peer had not heard it, when it said so."""
+    heard_by: PodView
+
+
+def silent(observed: Observed, epoch: int) -> list[Silence]:
+    """Pods of `epoch` that an agent of the same epoch reports silent (`phalanx.agent.peers`):
+    node rank 0's agent hears every other's pings, node ranks 1 and 2 hear its answers. The
+    word of a live peer, so an API server or watch that is merely slow cannot fake it.
+
+    Two agents that cannot hear each other (a partition) both say so: the pod more peers call
+    silent is, or, between two alike, the higher node rank (node rank 0 hears everyone), and
+    what a silent pod said of others no longer counts."""
+    pods = observed.node_pods(epoch)
+    accused: dict[int, list[tuple[float, PodView]]] = {}
+    for reporter in pods.values():
+        report = reporter.agent
+        if report is None or report.epoch != epoch or report.state not in ("running", "failed"):
+            continue
+        for rank, seconds in report.silent_nodes.items():
+            pod = pods.get(rank)
+            if pod is not None and pod is not reporter and not pod.deleting:
+                accused.setdefault(rank, []).append((seconds, reporter))
+    found: dict[str, Silence] = {}
+    for rank in sorted(accused, key=lambda r: (-len(accused[r]), -r)):
+        live = [(seconds, by) for seconds, by in accused[rank] if by.name not in found]
+        if live:
+            seconds, by = max(live, key=lambda item: item[0])
+            found[pods[rank].name] = Silence(pods[rank], seconds, by)
+    return list(found.values())
+
+
+def watched(observed: Observed, epoch: int) -> bool:
+    """Whether the epoch's agents watch each other (in-place agents on two pods or more)."""
+    pods = observed.node_pods(epoch)
+    return len(pods) >= 2 and all(p.agent is not None for p in pods.values())

@@ -48,6 +48,18 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
             for rank in range(d.status.nodes)
             if rank not in pods
         ]
+    silences = inplace.silent(d.observed, d.status.epoch)
+    named = {v.pod for v in verdicts}
+    verdicts += [
+        Verdict(
+            "infrastructure", FailureReason.PEER_SILENT, pod=s.pod.name, node=s.pod.node_name,
+            message=f"node rank {s.heard_by.rank}'s agent had not heard node rank "
+            f"{s.pod.rank}'s for {s.seconds:.1f} s (a frozen or cut-off machine)",
+        )
+        for s in silences
+        if s.pod.name not in named
+    ]  # fmt: skip
+    gone = frozenset({*(p.name for p in late), *(s.pod.name for s in silences)})
     if _awaits_peers(d, verdicts, config):
         return True
     if without := [v for v in verdicts if v.reason == FailureReason.AGENT_CANNOT_RUN]:
@@ -56,7 +68,7 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     configuration = [v for v in verdicts if v.failure_class == "configuration"]
     restartable = [v for v in verdicts if v.failure_class != "configuration"]
     if restartable:
-        restart(d, restartable, restart_size(d, frozenset(p.name for p in late)))
+        restart(d, restartable, restart_size(d, gone), gone)
         return True
     if configuration:
         first = configuration[0]
@@ -75,18 +87,27 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
 
 
 def _awaits_peers(d: Decision, verdicts: list[Verdict], config: PlannerConfig) -> bool:
-    """Wait, briefly, for the other ranks' reports while only application failures are known
-    (`PlannerConfig.failure_settle_seconds`): a look again is due when the wait ends."""
-    if not verdicts or any(v.failure_class != "application" for v in verdicts):
+    """Wait, briefly, for the other ranks' reports while no cause is known, only application
+    failures (`PlannerConfig.failure_settle_seconds`) or the peers' collective failures: where
+    the epoch's agents watch each other, as long as a silent peer takes to be found
+    (`PlannerConfig.silence_settle_seconds`), so that a lost machine costs one restart, without
+    it, not one with it and another when it does not answer. A look again is due when the wait
+    ends; a cause that turns up ends it."""
+    if not verdicts or len(verdicts) >= d.status.nodes:
+        return False  # nothing yet, or every rank has spoken
+    if any(v.failure_class != "application" and v.reason not in CONSEQUENCES for v in verdicts):
         return False
-    if len(verdicts) >= d.status.nodes:
-        return False  # every rank has spoken
+    settle = 0.0
+    if any(v.failure_class == "application" for v in verdicts):
+        settle = config.failure_settle_seconds
+    if inplace.watched(d.observed, d.status.epoch):
+        settle = max(settle, config.silence_settle_seconds)
     reported = [v.pod for v in verdicts]
     moments = _moments(d)
-    if not all(pod in moments for pod in reported):
+    if not settle or not all(pod in moments for pod in reported):
         return False  # a pod's own exit: nothing more will come from its agent
     first = min(min(moments[pod] for pod in reported), d.now)
-    until = first + seconds(config.failure_settle_seconds)
+    until = first + seconds(settle)
     if d.now >= until:
         return False
     d.requeue_at(until)
@@ -109,8 +130,12 @@ def run_without_agent(d: Decision, verdict: Verdict) -> None:
     d.start_epoch(d.status.nodes, reason=EpochReason.RESTART)
 
 
-def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> None:
-    """Restart the gang in a new epoch, within the restart budget of the failure's class."""
+def restart(
+    d: Decision, verdicts: list[Verdict], size: int | None = None,
+    gone: frozenset[str] = frozenset(),
+) -> None:  # fmt: skip
+    """Restart the gang in a new epoch, within the restart budget of the failure's class. Pods
+    in `gone` (silent, unresponsive) do not carry over into it, whatever their status says."""
     failure_class = restart_class(verdicts)
     cause = min(
         (v for v in verdicts if v.failure_class == failure_class),
@@ -141,7 +166,9 @@ def restart(d: Decision, verdicts: list[Verdict], size: int | None = None) -> No
     d.status.recovering_since = d.status.recovering_since or d.now
     d.status.failed_at = d.status.failed_at or first_sign(d, verdicts)
     nodes = size or restart_size(d)
-    d.start_epoch(nodes, reason=EpochReason.RESTART)
+    d.start_epoch(nodes, reason=EpochReason.RESTART, exclude=gone)
+    if gone:  # presumed gone machines cannot stop them gracefully, and the epoch waits for them
+        d.delete_pods(sorted(gone), force=True)
     delay = backoff.restart_delay(failure_class, d.status.consecutive_failures, policy)
     if delay:
         d.status.current.restart_after = d.now + seconds(delay)
@@ -218,15 +245,16 @@ def fail(d: Decision, reason: ConditionReason, message: str) -> None:
     d.event(EventReason.FAILED, message, "Warning")
 
 
-def hang(d: Decision, _: PlannerConfig) -> bool:
+def hang(d: Decision, config: PlannerConfig) -> bool:
     """A step that does not advance for the hang timeout (hangTimeoutSeconds, or adaptive to the
     step time) restarts the gang."""
     progress = d.status.progress
     if d.status.phase != "Running" or progress is None:
         return False
-    timeout = heartbeat.hang_timeout(
-        d.spec.failure_policy.hang_timeout_seconds, progress.step_seconds
-    )
+    timeout = peers_first(
+        heartbeat.hang_timeout(d.spec.failure_policy.hang_timeout_seconds, progress.step_seconds),
+        d, config,
+    )  # fmt: skip
     due = heartbeat.hang_deadline(d.status, timeout.seconds)
     if due is None:
         return False
@@ -239,6 +267,20 @@ def hang(d: Decision, _: PlannerConfig) -> bool:
     epoch = f"epoch {d.status.epoch}"
     restart(d, [Verdict("infrastructure", FailureReason.HANG, pod=epoch, message=message)])
     return True
+
+
+def peers_first(
+    timeout: heartbeat.Timeout, d: Decision, config: PlannerConfig, since_last_word: float = 0.0
+) -> heartbeat.Timeout:
+    """A frozen machine stalls every step and silences its agent's report too, and its peers'
+    agents name it (`inplace.silent`). Where they watch each other, a shorter timeout is held to
+    `PlannerConfig.peers_first_seconds` (plus `since_last_word`, for a clock that starts at a
+    renewal up to that long before the freeze), so that the restart goes without the frozen pod
+    (one restart), not with it, and again when it does not answer."""
+    floor = config.peers_first_seconds + since_last_word
+    if timeout.seconds >= floor or not inplace.watched(d.observed, d.status.epoch):
+        return timeout
+    return heartbeat.Timeout(floor, f"{timeout.why}, held to {floor:.0f} s for the peers' watch")
 
 
 def stragglers(d: Decision, config: PlannerConfig) -> bool:

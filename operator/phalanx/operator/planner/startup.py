@@ -26,12 +26,16 @@ from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.heartbeat import Timeout, adaptive_timeout
 from phalanx.operator.planner.observed import Observed, PodView
-from phalanx.operator.planner.recovery import restart, restart_size
+from phalanx.operator.planner.recovery import peers_first, restart, restart_size
 
 AGENT_SILENCE_SECONDS = 15.0
 """An agent that has not renewed its report for this long is frozen (hangTimeoutSeconds, when
 shorter, takes its place). It renews every heartbeat period (2 s on a cluster), from a loop that
 does nothing else, so 15 s is several missed renewals, not a busy moment."""
+
+RENEWAL_SECONDS = 2.0
+"""The agents' renewal period on a cluster (their heartbeat period): a frozen agent's last
+renewal came up to this long before the freeze."""
 
 MISSED_RENEWALS = 3
 """However short the timeout, a pod is silent only once its agent missed this many renewals."""
@@ -101,11 +105,16 @@ def tracks_phases(observed: Observed, epoch: int) -> bool:
     )
 
 
-def frozen_agents(d: Decision, _: PlannerConfig) -> bool:
-    """A pod whose agent fell silent before its workers train is frozen: restart without it."""
+def frozen_agents(d: Decision, config: PlannerConfig) -> bool:
+    """A pod whose agent fell silent before its workers train is frozen: restart without it.
+    Where the epoch's agents watch each other, their word (PeerSilent) comes first; this is the
+    rule for pods they cannot reach (UDP blocked between them)."""
     if d.status.phase not in ("Running", "Pending", "Restarting"):
         return False
-    timeout = silence_timeout(d.spec.failure_policy.hang_timeout_seconds)
+    timeout = peers_first(
+        silence_timeout(d.spec.failure_policy.hang_timeout_seconds), d, config,
+        since_last_word=RENEWAL_SECONDS,
+    )  # fmt: skip
     frozen, due = silent(d.observed, d.status.epoch, d.now, timeout.seconds)
     if not frozen:
         if due is not None:
