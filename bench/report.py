@@ -15,7 +15,7 @@ from typing import Any
 
 import matplotlib
 
-from bench import kind_figures, targets
+from bench import kind_faults, kind_figures, targets
 from bench.intervals import bound
 
 matplotlib.use("Agg")  # files only, no display
@@ -347,6 +347,8 @@ def render(results: Figures, out: Path) -> str:
                   "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
         lines += _api_rows(results["api"]["series"])
         lines.append("")
+    if faults := kind_faults.load():
+        lines += kind_faults.section(faults)
     kind = kind_figures.load()
     if kind:
         lines += kind_figures.section(kind)

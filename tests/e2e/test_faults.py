@@ -20,8 +20,15 @@ from kubernetes import client as k8s
 
 from phalanx.models.names import standby_pod_name
 from tests.e2e import faults
-from tests.e2e.cluster import KindCluster, first_step_after, for_kind, record, wait_for
-from tests.e2e.jobs import training_job
+from tests.e2e.cluster import (
+    FAKE_GPUS_PER_NODE,
+    KindCluster,
+    first_step_after,
+    for_kind,
+    record,
+    wait_for,
+)
+from tests.e2e.jobs import IMAGE, training_job
 
 Inject = Callable[[KindCluster, k8s.V1Pod], None]
 # A surviving rank's collective can fail (exit 75) before the operator sees the killed pod's
@@ -101,7 +108,8 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     if node_lost:  # closing ranks is a restart at the size that runs (no Shrink event needed)
         assert "Grow" in reasons_seen, reasons_seen
         assert reasons_seen.count("Restart") == 1, f"one restart per lost node: {reasons_seen}"
-    record(case, fault_to_first_step_s=round(first_step - fault_at, 1),
+    record(case, fault_to_decision_s=_decided(failure, fault_at),
+           fault_to_first_step_s=round(first_step - fault_at, 1),
            resumed_from_step=resumed["from"], failure=failure.get("reason"),
            failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
            events=reasons_seen, grown_first_step_s=grown_at and round(grown_at - fault_at, 1))  # fmt: skip
@@ -148,7 +156,9 @@ def test_a_hot_spare_takes_a_lost_nodes_rank_in_place(kind: KindCluster, namespa
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
     assert not {"Grow", "Shrink"} & set(reasons_seen), reasons_seen
     assert reasons_seen.count("Restart") == 1, f"one restart per lost node: {reasons_seen}"
-    record("node-lost-spare", fault_to_first_step_s=round(first_step - fault_at, 1),
+    failure = next(f for f in after["failures"] if f["epoch"] == epoch)
+    record("node-lost-spare", fault_to_decision_s=_decided(failure, fault_at),
+           fault_to_first_step_s=round(first_step - fault_at, 1),
            resumed_from_step=resumed["from"], trained_epoch=trained_epoch,
            failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
            events=reasons_seen)  # fmt: skip
@@ -187,7 +197,6 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
     assert [(f.get("reason"), f.get("pod")) for f in failures] == [
         ("PeerSilent", victim.metadata.name)
     ], failures
-    decided_at = datetime.fromisoformat(failures[0]["time"]).timestamp()
     spare = standby_pod_name(JOB, epoch, 0)
     assert after["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {after['current']}"
     assert victim.metadata.name not in after["current"]["ranks"], "the silent pod never rejoins"
@@ -196,7 +205,7 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
     assert done["progress"]["step"] == 250
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
     assert reasons_seen.count("Restart") == 1, f"one restart for one silent node: {reasons_seen}"
-    record("silent-node-spare", fault_to_decision_s=round(decided_at - fault_at, 1),
+    record("silent-node-spare", fault_to_decision_s=_decided(failures[0], fault_at),
            fault_to_first_step_s=round(first_step - fault_at, 1),
            node_not_ready_s=round(not_ready_at - fault_at, 1), trained_epoch=trained_epoch,
            failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
@@ -213,3 +222,102 @@ def _training_with_a_spare(log: Path) -> Callable[[dict[str, Any]], bool]:
         )
 
     return check
+
+
+def _decided(failure: dict[str, Any], fault_at: float) -> float:
+    """Seconds from the fault to the operator's decision (when it recorded the failure; the
+    operator and this test share the machine's clock)."""
+    return round(datetime.fromisoformat(failure["time"]).timestamp() - fault_at, 1)
+
+
+PREEMPTOR_PRIORITY = "phalanx-e2e-preemptor"
+
+
+def test_a_pod_preempted_by_the_scheduler_checkpoints_on_sigterm_and_redoes_no_step(
+    kind: KindCluster, namespace: str
+) -> None:
+    """A real preemption: a pod of a higher PriorityClass asks for the GPUs of a node pod's
+    node, and the scheduler evicts the node pod (graceful deletion: SIGTERM). The agent passes
+    SIGTERM on, the workers agree on it at their next step, save a checkpoint of that step and
+    stop; the job resumes from it. Found as the scheduler's preemption (DisruptionTarget), with
+    zero steps redone."""
+    kind.create_job(namespace, for_kind(training_job(JOB, steps=200, nodes=(3, 3))))
+    log = step_log(kind, namespace)
+    before = kind.wait_status(namespace, JOB, _training_past_a_checkpoint(log, nodes=3),
+                              "training on 3 nodes, past a checkpoint", timeout=300)  # fmt: skip
+    epoch = before["epoch"]
+    victim = kind.running_pod(namespace, JOB, epoch, rank=2)
+    scheduling = k8s.SchedulingV1Api(kind.core.api_client)
+    scheduling.create_priority_class(k8s.V1PriorityClass(
+        metadata=k8s.V1ObjectMeta(name=PREEMPTOR_PRIORITY), value=1_000_000,
+        description="phalanx e2e: preempts a node pod",
+    ))  # fmt: skip
+    preemptor = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="preemptor"),
+        spec=k8s.V1PodSpec(
+            priority_class_name=PREEMPTOR_PRIORITY, restart_policy="Never",
+            node_selector={"kubernetes.io/hostname": str(victim.spec.node_name)},
+            termination_grace_period_seconds=0,
+            containers=[k8s.V1Container(
+                name="hold", image=IMAGE, command=["sleep", "3600"],
+                resources=k8s.V1ResourceRequirements(limits={"nvidia.com/gpu": FAKE_GPUS_PER_NODE}),
+            )],
+        ),
+    )  # fmt: skip
+    try:
+        fault_at = time.time()
+        kind.core.create_namespaced_pod(namespace, preemptor)
+        wait_for(lambda: _gone(kind, victim), 120, "the node pod preempted")
+        kind.core.delete_namespaced_pod("preemptor", namespace, grace_period_seconds=0)
+        _, first_step = wait_for(lambda: first_step_after(log, epoch), 300,
+                                 "the first training step of a new epoch")  # fmt: skip
+    finally:
+        scheduling.delete_priority_class(PREEMPTOR_PRIORITY)
+    after = kind.status(namespace, JOB)
+    failure = next(f for f in after["failures"] if f["epoch"] == epoch)
+    assert (failure.get("class"), failure.get("reason")) == (
+        "infrastructure",
+        "PreemptionByScheduler",
+    ), failure
+    lines = _records(log)
+    last = max(i for i, r in enumerate(lines) if r.get("epoch") == epoch and "loss" in r)
+    trained = [r["step"] for r in lines[: last + 1] if r.get("epoch") == epoch and "loss" in r]
+    resumed = next(r for r in lines[last:] if r.get("event") == "resume")
+    assert resumed["from"] == max(trained), (
+        f"resumed from step {resumed['from']}, trained to {max(trained)}: steps redone"
+    )
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    assert done["progress"]["step"] == 200
+    record("pod-preempted", fault_to_decision_s=_decided(failure, fault_at),
+           fault_to_first_step_s=round(first_step - fault_at, 1),
+           resumed_from_step=resumed["from"], steps_redone=max(trained) - resumed["from"],
+           failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
+           events=[e.reason for e in kind.events(namespace, JOB)])  # fmt: skip
+
+
+def _training_past_a_checkpoint(log: Path, nodes: int) -> Callable[[dict[str, Any]], bool]:
+    def check(status: dict[str, Any]) -> bool:
+        epoch = status.get("epoch", 0)
+        return (
+            status.get("phase") == "Running"
+            and status.get("nodes") == nodes
+            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
+            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
+        )
+
+    return check
+
+
+def _gone(kind: KindCluster, pod: k8s.V1Pod) -> bool:
+    try:
+        kind.core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+    except k8s.ApiException as error:
+        if error.status == 404:
+            return True
+        raise
+    return False
+
+
+def _records(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]

@@ -1,7 +1,7 @@
 """The agents' peer watch, over real UDP sockets on this machine (the periods shortened).
 
 Covers: node rank 0's agent finds a peer silent once its pings stop (a frozen machine), and
-says so once, not at every check; node ranks 1 and 2 find node rank 0 silent once its answers
+says so once, not at every check, sooner once its own workers failed; node ranks 1 and 2 find node rank 0 silent once its answers
 stop, and node rank 3 does not report it (two reporters are enough); a peer that never spoke
 is not silent (a slow start is the start-up timeouts' business); pings of another epoch do not
 count; a peer heard again is no longer silent; the report the agent publishes carries it.
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from phalanx.agent.peers import Epoch, PeerWatch, decode, encode
+from phalanx.agent.peers import CORROBORATED_SECONDS, Epoch, PeerWatch, decode, encode
 from phalanx.agent.wire import Report
 from phalanx.models.assignment import AgentReport
 
@@ -74,6 +74,26 @@ def test_a_peer_whose_pings_stop_is_found_silent_by_node_rank_0_once(
     assert SILENT <= word[2] <= time.monotonic() - stopped + PING
     assert agents[0].watch.silent().keys() == {2}
     assert agents[0].quiet(3 * SILENT), "said once, not at every check"
+
+
+def test_once_its_own_workers_failed_an_agent_finds_a_quiet_peer_sooner() -> None:
+    """A broken collective corroborates a quiet peer: CORROBORATED_SECONDS, not the full wait."""
+    port = free_udp_port()
+    rank0, rank1 = Watched(), Watched()
+    rank0.watch = PeerWatch(
+        rank0.said.put, ping_seconds=PING, silent_seconds=3 * CORROBORATED_SECONDS
+    )
+    rank0.watch.follow(Epoch(2, 0, 2, "127.0.0.1", port))
+    rank1.watch.follow(Epoch(2, 1, 2, "127.0.0.1", port))
+    try:
+        time.sleep(5 * PING)  # heard
+        rank1.watch.stop()
+        rank0.watch.corroborate()
+        stopped = time.monotonic()
+        assert list(rank0.next_word(timeout=3 * CORROBORATED_SECONDS)) == [1]
+        assert time.monotonic() - stopped < 2 * CORROBORATED_SECONDS
+    finally:
+        rank0.watch.stop()
 
 
 def test_node_rank_0_silent_is_found_by_ranks_1_and_2_only(

@@ -262,6 +262,7 @@ class Agent:
             write_termination_message(outcome.message)
             return outcome.code
         failed_at = datetime.fromtimestamp(outcome.failed_at or time.time(), UTC)
+        self.peers.corroborate()  # a peer quiet since is likely why
         self.report("failed", epoch, outcome.code, outcome.message, failed_at)
         return None
 

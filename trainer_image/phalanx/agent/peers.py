@@ -4,7 +4,9 @@ Why: a machine that freezes (power loss, a partition, a stuck kernel) closes no 
 peers' collectives just wait, its kubelet stops posting, and Kubernetes marks the node NotReady
 only after its grace period (40 s by default, ~50 s measured). Between agents the silence shows
 in seconds: each agent pings node rank 0's agent every `PING_SECONDS`, which answers each ping;
-a peer that spoke in this epoch and has not been heard for `SILENT_SECONDS` is silent. Node rank
+a peer that spoke in this epoch and has not been heard for `SILENT_SECONDS` is silent (sooner,
+`CORROBORATED_SECONDS`, once the finder's own workers failed: a broken collective corroborates
+it). Node rank
 0 finds silent peers from their pings; node ranks 1 and 2 find node rank 0 silent from its
 answers. The finder says so in its report (a write only when the set changes), so the operator
 decides on the word of a live peer, not on the absence of a write it may merely not have seen
@@ -27,12 +29,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-PING_SECONDS = 1.0
+PING_SECONDS = 0.5
 """How often each agent pings node rank 0's agent."""
 
 SILENT_SECONDS = 4.0
-"""A peer not heard from this long, after it spoke in the epoch, is silent: four pings missed.
-A busy agent still pings (its own thread), so only a frozen or cut-off machine stays quiet."""
+"""A peer not heard from this long, after it spoke in the epoch, is silent: eight pings
+missed. A busy agent still pings (its own thread), so only a frozen or cut-off machine stays
+quiet."""
+
+CORROBORATED_SECONDS = 2.0
+"""Once this agent's own workers failed (a collective broke: a peer is likely gone), a peer
+quiet this long is silent: four pings missed, and the restart need not wait the full
+`SILENT_SECONDS` to leave a lost machine out."""
 
 CONTACT_SECONDS = 0.1
 """How often an agent pings until node rank 0's agent first answers: only a peer heard in the
@@ -81,7 +89,7 @@ class PeerWatch:
     ) -> None:
         self.on_change = on_change
         self.ping_seconds = ping_seconds
-        self.silent_seconds = silent_seconds
+        self.silent_seconds = self.normal_silent_seconds = silent_seconds
         self._lock = threading.Lock()
         self._stop: threading.Event | None = None
         self._silent: dict[int, float] = {}
@@ -89,6 +97,7 @@ class PeerWatch:
     def follow(self, epoch: Epoch) -> None:
         """Watch `epoch` from now on (an earlier epoch's watch ends)."""
         self.stop()
+        self.silent_seconds = self.normal_silent_seconds
         if epoch.nodes < 2:
             return
         stop = threading.Event()
@@ -96,6 +105,11 @@ class PeerWatch:
             self._stop, self._silent = stop, {}
         target = self._listen if epoch.node_rank == 0 else self._ping
         threading.Thread(target=target, args=(epoch, stop), name="peers", daemon=True).start()
+
+    def corroborate(self) -> None:
+        """This agent's workers failed: a peer quiet for `CORROBORATED_SECONDS` is silent, for
+        the rest of the epoch."""
+        self.silent_seconds = min(self.silent_seconds, CORROBORATED_SECONDS)
 
     def stop(self) -> None:
         with self._lock:

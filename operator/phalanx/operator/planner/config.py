@@ -44,9 +44,10 @@ class PlannerConfig:
     silence_settle_seconds: float = 6.0
     """How long the peers' collective failures, with no cause at hand, wait for a silent peer
     to be found where the epoch's agents watch each other: `phalanx.agent.peers` finds a peer
-    silent after 4 s unheard, its pings go every second, and the report takes its way through
-    the API server. A lost machine then costs one restart, without it; a cause that turns up
-    (a killed worker's own report) ends the wait at once."""
+    silent after 4 s unheard (2 s once the finder's own workers failed), its pings go every
+    half second, and the report takes its way through the API server. A lost machine then
+    costs one restart, without it; a cause that turns up (a killed worker's own report) ends
+    the wait at once."""
     peers_first_seconds: float = 8.0
     """Where the epoch's agents watch each other, a shorter timeout of a rule that a frozen
     machine trips too (the step that stalls, hangTimeoutSeconds) is held to this, so that the

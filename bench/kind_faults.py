@@ -1,0 +1,96 @@
+"""The kind suite's fault matrix (the reference trainer), for the benchmark report.
+
+`tests/e2e/test_faults.py` records, per fault, the seconds from the fault to the operator's
+decision and to the first training step after it, the failures and events, and, for a silent
+node, when Kubernetes marked the node NotReady on the same cluster in the same run.
+`python -m bench.kind_faults` keeps that run's records in bench/results/kind/faults.jsonl with the
+commit they ran at; `python -m bench.report` renders them. Kind figures: real pods on this
+machine's kind cluster (its node-monitor grace period is 20 s, `tests/tools/kind.sh`), not
+comparable with the local backend's tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "build" / "test-artifacts" / "e2e-recovery.jsonl"
+KEPT = ROOT / "bench" / "results" / "kind" / "faults.jsonl"
+CASES = {
+    "worker-killed": "a worker SIGKILLed",
+    "pod-deleted": "a pod deleted",
+    "node-lost": "a node lost (its container killed), no spare",
+    "node-lost-spare": "a node lost, `spares: 1`",
+    "silent-node-spare": "a node frozen (`docker pause`), `spares: 1`, default failure policy",
+    "rank-hung": "a rank SIGSTOPped, `hangTimeoutSeconds: 10`",
+}
+
+
+def collect(source: Path = SOURCE, kept: Path = KEPT) -> list[dict[str, Any]]:
+    """The fault-matrix records of the run in `source`, written to `kept` with the commit."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True, cwd=ROOT).stdout.strip()  # fmt: skip
+    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    mine = [{**r, "commit": commit} for r in records if r.get("case") in CASES]
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("".join(json.dumps(r) + "\n" for r in mine))
+    return mine
+
+
+def load(kept: Path = KEPT) -> list[dict[str, Any]]:
+    if not kept.exists():
+        return []
+    return [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def section(records: list[dict[str, Any]]) -> list[str]:
+    """The report's section: the newest record of each case, in the matrix's order."""
+    newest = {r["case"]: r for r in records}
+    lines = [
+        "## Faults on kind: the reference trainer",
+        "",
+        "Measured by `make e2e` (`tests/e2e/test_faults.py`) on this machine's kind cluster "
+        "(Kubernetes v1.33.13, 3 worker nodes, node-monitor grace period 20 s), at the commits "
+        "shown. Decision: the operator's record of the failure; training again: the trainer's "
+        "first step after its resume, from its step log; NodeReady: when Kubernetes marked a "
+        "frozen node NotReady, on the same cluster in the same run. Restarts: the job's "
+        "Restart events for the one fault.",
+        "",
+        "| fault | found as | restarts | fault to decision | fault to training again | "
+        "node NotReady | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for case, what in CASES.items():
+        r = newest.get(case)
+        if r is None:
+            continue
+        found = ", ".join(r.get("failures") or []) or "-"
+        restarts = (r.get("events") or []).count("Restart")
+        lines.append(
+            f"| {what} | {found} | {restarts} | {_seconds(r.get('fault_to_decision_s'))} | "
+            f"{_seconds(r.get('fault_to_first_step_s'))} | "
+            f"{_seconds(r.get('node_not_ready_s'))} | {r['commit']} |"
+        )
+    return [*lines, ""]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, nargs="?", default=SOURCE)
+    parser.add_argument("--kept", type=Path, default=KEPT)
+    args = parser.parse_args()
+    for record in collect(args.source, args.kept):
+        print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

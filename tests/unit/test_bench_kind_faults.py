@@ -1,0 +1,47 @@
+"""The report's section of the kind fault matrix.
+
+Covers: only the matrix's cases are kept, with the commit they ran at; the section shows the
+newest record of each case in the matrix's order, with how it was found, its restart count,
+fault to decision and to training again, and the node's NotReady time where measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from bench import kind_faults
+
+
+def _record(case: str, decided: float, trained: float, **more: object) -> dict[str, object]:
+    return {"case": case, "fault_to_decision_s": decided, "fault_to_first_step_s": trained,
+            "failures": ["PeerSilent"], "events": ["Started", "Restart", "Recovered"], **more}  # fmt: skip
+
+
+def test_only_the_matrix_cases_are_kept_with_their_commit(tmp_path: Path) -> None:
+    source, kept = tmp_path / "e2e-recovery.jsonl", tmp_path / "kind" / "faults.jsonl"
+    records: list[dict[str, object]] = [
+        _record("node-lost", 2.5, 3.9),
+        {"case": "user-image-x.py-worker-killed"},
+    ]
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True, cwd=kind_faults.ROOT).stdout.strip()  # fmt: skip
+    assert kind_faults.collect(source, kept) == [{**records[0], "commit": commit}]
+    assert kind_faults.load(kept) == [{**records[0], "commit": commit}]
+    assert kind_faults.load(tmp_path / "absent.jsonl") == []
+
+
+def test_the_section_shows_each_cases_newest_record_in_the_matrix_order() -> None:
+    records = [
+        _record("silent-node-spare", 9.0, 12.0, node_not_ready_s=30.0, commit="a"),
+        _record("silent-node-spare", 4.6, 6.1, node_not_ready_s=24.3, commit="b"),
+        _record("node-lost", 2.5, 3.9, commit="b"),
+    ]
+    rows = [line for line in kind_faults.section(records) if line.startswith("| a node")]
+    assert rows == [
+        "| a node lost (its container killed), no spare | PeerSilent | 1 | 2.5 s | 3.9 s | - | b |",
+        "| a node frozen (`docker pause`), `spares: 1`, default failure policy | PeerSilent | 1 "
+        "| 4.6 s | 6.1 s | 24.3 s | b |",
+    ]
