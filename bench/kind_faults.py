@@ -22,7 +22,8 @@ SOURCE = ROOT / "build" / "test-artifacts" / "e2e-recovery.jsonl"
 KEPT = ROOT / "bench" / "results" / "kind" / "faults.jsonl"
 CASES = {
     "worker-killed": "a worker SIGKILLed",
-    "pod-deleted": "a pod deleted",
+    "pod-deleted": "a pod deleted (graceful: SIGTERM)",
+    "pod-preempted": "a pod preempted by the scheduler for a higher-priority pod",
     "node-lost": "a node lost (its container killed), no spare",
     "node-lost-spare": "a node lost, `spares: 1`",
     "silent-node-spare": "a node frozen (`docker pause`), `spares: 1`, default failure policy",
@@ -62,11 +63,12 @@ def section(records: list[dict[str, Any]]) -> list[str]:
         "shown. Decision: the operator's record of the failure; training again: the trainer's "
         "first step after its resume, from its step log; NodeReady: when Kubernetes marked a "
         "frozen node NotReady, on the same cluster in the same run. Restarts: the job's "
-        "Restart events for the one fault.",
+        "Restart events for the one fault. Resumed from: the checkpoint's step, and for a "
+        "graceful stop the steps trained after it (redone).",
         "",
         "| fault | found as | restarts | fault to decision | fault to training again | "
-        "node NotReady | commit |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "resumed from | node NotReady | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for case, what in CASES.items():
         r = newest.get(case)
@@ -74,9 +76,12 @@ def section(records: list[dict[str, Any]]) -> list[str]:
             continue
         found = ", ".join(r.get("failures") or []) or "-"
         restarts = (r.get("events") or []).count("Restart")
+        resumed = str(r.get("resumed_from_step", "-"))
+        if "steps_redone" in r:
+            resumed += f" ({r['steps_redone']} redone)"
         lines.append(
             f"| {what} | {found} | {restarts} | {_seconds(r.get('fault_to_decision_s'))} | "
-            f"{_seconds(r.get('fault_to_first_step_s'))} | "
+            f"{_seconds(r.get('fault_to_first_step_s'))} | {resumed} | "
             f"{_seconds(r.get('node_not_ready_s'))} | {r['commit']} |"
         )
     return [*lines, ""]

@@ -33,13 +33,13 @@ WHERE_THE_TIME_GOES = (
     "DeepSpeed take 3 to 4 s, which is their new workers importing the framework (the agent's "
     "warm fork server preloads torch only). A rank SIGSTOPped: these programs report no "
     "steps, so it is found by its agent in the process table after the default 10 s, then "
-    "restarted in place. A node lost with a hot spare: the survivors of a program that reports "
-    "nothing exit 1 when their collective breaks, an application failure, so the restart "
-    "waits out the application backoff (`failurePolicy.backoff.initialSeconds`, 10 s) before "
-    "the lost pod, silent once the in-place assignment is out, is replaced by the spare 2 s "
-    "later; the reference trainer's survivors exit 75 (a collective failure, infrastructure: "
-    "no backoff) and train again in about 3 s on the same cluster (`node-lost-spare` in the "
-    "suite's own log)."
+    "restarted in place. A node lost with a hot spare: the lost pod's agent stops answering "
+    "its peers' pings (`phalanx.agent.peers`); node rank 0's agent, whose own workers failed "
+    "when the collective broke, names it silent 2 s later (PeerSilent), and the job restarts "
+    "once, the spare taking the rank; the rest is the programs' own start. Before the peer "
+    "watch (commit 3bb88fb) the survivors' exit 1 made it an application failure, the restart "
+    "waited out the 10 s application backoff and the lost pod was replaced only after it: 14 to "
+    "17 s."
 )
 
 

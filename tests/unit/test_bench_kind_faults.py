@@ -37,11 +37,15 @@ def test_the_section_shows_each_cases_newest_record_in_the_matrix_order() -> Non
     records = [
         _record("silent-node-spare", 9.0, 12.0, node_not_ready_s=30.0, commit="a"),
         _record("silent-node-spare", 4.6, 6.1, node_not_ready_s=24.3, commit="b"),
-        _record("node-lost", 2.5, 3.9, commit="b"),
+        _record("node-lost", 2.5, 3.9, commit="b", resumed_from_step=10),
+        _record("pod-preempted", 0.4, 6.2, commit="b", resumed_from_step=19, steps_redone=0),
     ]
-    rows = [line for line in kind_faults.section(records) if line.startswith("| a node")]
+    rows = [line for line in kind_faults.section(records) if line.startswith("| a ")]
     assert rows == [
-        "| a node lost (its container killed), no spare | PeerSilent | 1 | 2.5 s | 3.9 s | - | b |",
+        "| a pod preempted by the scheduler for a higher-priority pod | PeerSilent | 1 | 0.4 s "
+        "| 6.2 s | 19 (0 redone) | - | b |",
+        "| a node lost (its container killed), no spare | PeerSilent | 1 | 2.5 s | 3.9 s | 10 | - "
+        "| b |",
         "| a node frozen (`docker pause`), `spares: 1`, default failure policy | PeerSilent | 1 "
-        "| 4.6 s | 6.1 s | 24.3 s | b |",
+        "| 4.6 s | 6.1 s | - | 24.3 s | b |",
     ]

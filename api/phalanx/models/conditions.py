@@ -101,6 +101,8 @@ class FailureReason(StrEnum):
     ERROR = "Error"
     """User code exited non-zero."""
     COLLECTIVE_FAILURE = "CollectiveFailure"
+    CHECKPOINTED_STOP = "CheckpointedStop"
+    """The workers checkpointed and stopped because a peer's pod is being stopped (exit 77)."""
     PREFLIGHT_FAILED = "PreflightFailed"
     KILLED = "Killed"
     """Killed by a signal."""

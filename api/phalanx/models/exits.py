@@ -15,6 +15,12 @@ COMMUNICATION: Final = 75
 """A collective timed out or a peer was lost (EX_TEMPFAIL): the platform, not the code."""
 PREFLIGHT: Final = 76
 """A rank could not join the pre-training collective: a broken node or network."""
+CHECKPOINTED: Final = 77
+"""The workers saved a checkpoint of the step they had reached and stopped, because a rank of
+the gang was asked to stop (SIGTERM: its pod preempted, evicted or deleted): all ranks agree on
+it at the step's end (`phalanx.resume`). A consequence of that rank's disruption, not a fault of
+its own."""
+
 AGENT_UNSUPPORTED: Final = 78
 """The injected agent cannot run on the image's Python (older than 3.9): the operator runs the
 job's command without it."""
@@ -24,7 +30,7 @@ in the process table, for any program, whether it reports steps or not."""
 SIGNAL_BASE: Final = 128
 """128 + N: the process was killed by signal N (SIGKILL = 137, SIGTERM = 143)."""
 
-INFRASTRUCTURE_CODES: Final = frozenset({COMMUNICATION, PREFLIGHT, STOPPED})
+INFRASTRUCTURE_CODES: Final = frozenset({COMMUNICATION, PREFLIGHT, CHECKPOINTED, STOPPED})
 
 
 def killed_by_signal(code: int) -> bool:

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,6 +24,10 @@ from phalanx.operator.planner.observed import Role
 
 log = logging.getLogger(__name__)
 Body = Mapping[str, Any]
+
+
+DEFAULT_GRACE_SECONDS = 30
+"""Kubernetes' default terminationGracePeriodSeconds."""
 
 
 def _time(value: str | None) -> datetime | None:
@@ -69,6 +73,7 @@ def pod_view(pod: Body) -> PodView | None:
     terminated = _termination(status)
     waiting = _waiting(status)
     disruption = _condition(status, "DisruptionTarget")
+    disrupted = disruption is not None and disruption.get("status") == "True"
     role: Role = "standby" if pod_labels.get(labels.ROLE) == labels.ROLE_STANDBY else "node"
     message = (terminated or {}).get("message") or (waiting or {}).get("message")
     return PodView(
@@ -88,14 +93,24 @@ def pod_view(pod: Body) -> PodView | None:
         exit_code=(terminated or {}).get("exitCode"),
         terminated_reason=(terminated or {}).get("reason"),
         pod_reason=status.get("reason"),
-        disruption_reason=(
-            disruption.get("reason") or "DisruptionTarget"
-            if disruption and disruption.get("status") == "True"
-            else None
-        ),
+        disruption_reason=(disruption or {}).get("reason") or "DisruptionTarget"
+        if disrupted
+        else None,
+        stop_deadline=_stop_deadline(meta, disruption if disrupted else None),
         waiting_reason=(waiting or {}).get("reason"),
         message=(message or status.get("message") or None),
     )
+
+
+def _stop_deadline(meta: Body, disruption: Body | None) -> datetime | None:
+    """When a pod being stopped gracefully is killed: its deletionTimestamp (the deletion's
+    time plus its grace period); while only a DisruptionTarget condition shows (the deletion
+    follows it), that condition's time plus the default grace."""
+    deadline = _time(meta.get("deletionTimestamp"))
+    if deadline is None and disruption is not None:
+        since = _time(disruption.get("lastTransitionTime"))
+        deadline = since + timedelta(seconds=DEFAULT_GRACE_SECONDS) if since else None
+    return deadline
 
 
 def node_view(node: Body) -> NodeView:

@@ -572,3 +572,42 @@ def test_a_short_hang_timeout_waits_for_the_peers_word_where_they_watch(
     assert [f.reason for f in j.status.failures] == ["Hang"]
     if watched:
         assert "held to 8 s for the peers' watch" in (j.status.failures[0].message or "")
+
+
+def test_a_preempted_pod_waits_for_the_gangs_checkpoint_then_restarts_once_without_it() -> None:
+    """The scheduler preempts pod 2 (DisruptionTarget, then a graceful deletion): its agent
+    passes SIGTERM on and every rank saves the step it reached and stops. Restarting at once
+    would stop them before that save; the planner waits until the workers stopped (the pod's
+    deadline at the latest), then restarts once, without the preempted pod."""
+    j = running(job(replicas={"min": 2, "max": 3}), n=3)
+    gang = agents(1, 3)
+    preempted = replace(gang[2], disruption_reason="PreemptionByScheduler", deleting=True,
+                        stop_deadline=at(50))  # fmt: skip
+    j, plan = step(j, Observed(pods=(gang[0], gang[1], preempted)), at(20))
+    assert j.status is not None
+    assert j.status.epoch == 1, "the workers are saving the step they reached"
+    assert plan.requeue_after == pytest.approx(30)
+    saved = [replace(p, agent=report(p.name, "failed", 1, exitCode=77, failedAt=at(20.5)))
+             for p in gang[:2]]  # fmt: skip
+    j, plan = step(j, Observed(pods=(*saved, preempted)), at(20.6))
+    assert j.status is not None
+    assert j.status.epoch == 1, "the preempted pod's own workers still run"
+    gone = replace(preempted, phase="Failed", exit_code=143)
+    j, plan = step(j, Observed(pods=(*saved, gone)), at(21))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert "j-1-2" not in j.status.current.ranks, "a pod being stopped is never carried over"
+    assert [(f.reason, f.pod) for f in j.status.failures] == [("PreemptionByScheduler", "j-1-2")]
+    assert j.status.restarts.infrastructure == 1
+
+
+def test_a_preempted_pods_wait_ends_at_its_deadline() -> None:
+    j = running(job(replicas={"min": 2, "max": 3}), n=3)
+    gang = agents(1, 3)
+    preempted = replace(gang[2], disruption_reason="PreemptionByScheduler", stop_deadline=at(50))
+    j, _ = step(j, Observed(pods=(gang[0], gang[1], preempted)), at(20))
+    assert j.status is not None
+    assert j.status.epoch == 1
+    j, _ = step(j, Observed(pods=(gang[0], gang[1], preempted)), at(50))
+    assert j.status is not None
+    assert j.status.epoch == 2, "a program that ignores SIGTERM is not waited for past it"

@@ -60,7 +60,7 @@ def _root_cause_first(worker: Worker) -> tuple[int, int]:
     assert code is not None
     if code < 0:
         return 0, worker.rank
-    return (2 if code == exits.COMMUNICATION else 1), worker.rank
+    return (2 if code in (exits.COMMUNICATION, exits.CHECKPOINTED) else 1), worker.rank
 
 
 @dataclass

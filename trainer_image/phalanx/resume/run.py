@@ -177,10 +177,10 @@ class Resumable:
             self.save()
         self.memory.maybe_save(self.progress.step, self.state)
         self.checkpoints.poll()
-        if preempted:
+        if preempted:  # a rank's pod is being stopped: every rank saves this step and stops
             self.save(blocking=True)
             self.close()
-            sys.exit(exits.SIGNAL_BASE + signal.SIGTERM)
+            sys.exit(exits.SIGNAL_BASE + signal.SIGTERM if self._preempted else exits.CHECKPOINTED)
 
     def wait_staged(self) -> None:
         """Block until an in-flight save's or snapshot's copy of the state is taken (the

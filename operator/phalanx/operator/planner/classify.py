@@ -59,6 +59,8 @@ def _exit_reason(pod: PodView) -> str:
         return FailureReason.COLLECTIVE_FAILURE
     if code == exits.PREFLIGHT:
         return FailureReason.PREFLIGHT_FAILED
+    if code == exits.CHECKPOINTED:
+        return FailureReason.CHECKPOINTED_STOP
     if code == exits.STOPPED:
         return FailureReason.HANG
     if code is not None and exits.killed_by_signal(code):

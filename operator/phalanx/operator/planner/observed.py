@@ -43,6 +43,10 @@ class PodView:
     """pod.status.reason, e.g. Evicted."""
     disruption_reason: str | None = None
     """Reason of a DisruptionTarget=True condition, e.g. EvictionByEvictionAPI."""
+    stop_deadline: datetime | None = None
+    """The pod is being stopped gracefully (deleted, preempted, evicted): when it is killed.
+    Its agent passes SIGTERM on, and the workers of `phalanx.resume` save the step they reached
+    and stop, every rank alike, within the grace."""
     waiting_reason: str | None = None
     """Reason of a waiting container, e.g. ImagePullBackOff."""
     message: str | None = None
@@ -70,7 +74,12 @@ class PodView:
     @property
     def reusable(self) -> bool:
         """It can take a new epoch in place: its agent runs and answers."""
-        return self.agent is not None and self.phase == "Running" and not self.deleting
+        return (
+            self.agent is not None
+            and self.phase == "Running"
+            and not self.deleting
+            and self.stop_deadline is None  # preempted: the deletion follows
+        )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_
 from phalanx.operator.planner.config import PlannerConfig, seconds
 from phalanx.operator.planner.decision import Decision
 
-CONSEQUENCES = frozenset({FailureReason.COLLECTIVE_FAILURE, FailureReason.PREFLIGHT_FAILED})
+CONSEQUENCES = frozenset({
+    FailureReason.COLLECTIVE_FAILURE, FailureReason.PREFLIGHT_FAILED,
+    FailureReason.CHECKPOINTED_STOP,
+})  # fmt: skip
 """Reasons that are usually a peer's failure seen from the other ranks: not named as the cause
 while another failure of the same class is at hand."""
 
@@ -60,7 +63,7 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
         if s.pod.name not in named
     ]  # fmt: skip
     gone = frozenset({*(p.name for p in late), *(s.pod.name for s in silences)})
-    if _awaits_peers(d, verdicts, config):
+    if _awaits_graceful_stop(d, verdicts) or _awaits_peers(d, verdicts, config):
         return True
     if without := [v for v in verdicts if v.reason == FailureReason.AGENT_CANNOT_RUN]:
         run_without_agent(d, without[0])
@@ -84,6 +87,41 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
     if not d.creation_refused:  # that one lasts until the spec changes (see `refusal`)
         d.clear_condition(ConditionType.CONFIGURATION_ERROR, ConditionReason.RESOLVED)
     return False
+
+
+def _awaits_graceful_stop(d: Decision, verdicts: list[Verdict]) -> bool:
+    """A pod is being stopped gracefully (preempted, evicted, deleted: `PodView.stop_deadline`)
+    while the epoch's workers still run: wait for them to stop, until the pod's deadline at the
+    latest. Its agent passed SIGTERM on; the workers agree on it at the step's end, save that
+    step and stop (exit 77 where they were not signalled), so the restart resumes from it and
+    redoes no step. Restarting at once would stop them before their save. No wait when another
+    fault broke the gang, or once no worker of the epoch runs."""
+    pods = {p.name: p for p in d.observed.node_pods(d.status.epoch).values()}
+    stopping = {
+        v.pod
+        for v in verdicts
+        if v.pod in pods
+        and pods[v.pod].stop_deadline is not None
+        and pods[v.pod].phase == "Running"
+    }
+    if not stopping or any(
+        v.pod not in stopping and v.reason not in CONSEQUENCES for v in verdicts
+    ):
+        return False
+    working = [
+        p
+        for p in pods.values()
+        if p.phase == "Running"
+        and p.agent is not None
+        and p.agent.epoch == d.status.epoch
+        and p.agent.state == "running"
+    ]
+    deadlines = [pods[name].stop_deadline for name in stopping]
+    until = min(t for t in deadlines if t is not None)
+    if not working or d.now >= until:
+        return False
+    d.requeue_at(until)
+    return True
 
 
 def _awaits_peers(d: Decision, verdicts: list[Verdict], config: PlannerConfig) -> bool:
