@@ -11,11 +11,12 @@ comparable with the local backend's tables.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from bench import kind_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "build" / "test-artifacts" / "e2e-recovery.jsonl"
@@ -43,9 +44,7 @@ def collect(source: Path = SOURCE, kept: Path = KEPT) -> list[dict[str, Any]]:
 
 
 def load(kept: Path = KEPT) -> list[dict[str, Any]]:
-    if not kept.exists():
-        return []
-    return [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
+    return kind_figures.load(kept)
 
 
 def _seconds(value: float | None) -> str:
@@ -87,15 +86,5 @@ def section(records: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", type=Path, nargs="?", default=SOURCE)
-    parser.add_argument("--kept", type=Path, default=KEPT)
-    args = parser.parse_args()
-    for record in collect(args.source, args.kept):
-        print(json.dumps(record))
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(kind_figures.cli(__doc__.splitlines()[0], collect, SOURCE, KEPT))

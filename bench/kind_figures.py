@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +98,19 @@ def load(kept: Path = KEPT) -> list[dict[str, Any]]:
     return [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", type=Path, nargs="?", default=SOURCE)
-    parser.add_argument("--kept", type=Path, default=KEPT)
+Collect = Callable[[Path, Path], list[dict[str, Any]]]
+
+
+def cli(description: str, collect_run: Collect, source: Path, kept: Path) -> int:
+    """`python -m bench.<module> [SOURCE] [--kept FILE]`: keep a run's records, print them."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("source", type=Path, nargs="?", default=source)
+    parser.add_argument("--kept", type=Path, default=kept)
     args = parser.parse_args()
-    for record in collect(args.source, args.kept):
+    for record in collect_run(args.source, args.kept):
         print(json.dumps(record))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli(__doc__.splitlines()[0], collect, SOURCE, KEPT))

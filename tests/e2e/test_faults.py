@@ -65,19 +65,10 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     kind.create_job(namespace, for_kind(training_job(JOB, steps=steps)))
     log = step_log(kind, namespace)
 
-    def training(status: dict[str, Any]) -> bool:
-        """On 3 nodes, past a checkpoint, and the current epoch's workers are stepping."""
-        epoch = status.get("epoch", 0)
-        return (
-            status.get("phase") == "Running"
-            and status.get("nodes") == 3
-            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
-            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
-        )
-
     before = kind.wait_status(
-        namespace, JOB, training, "training on 3 nodes, past a checkpoint", timeout=300
-    )
+        namespace, JOB, _training(log, nodes=3), "training on 3 nodes, past a checkpoint",
+        timeout=300,
+    )  # fmt: skip
     epoch = before["epoch"]
     victim = kind.running_pod(namespace, JOB, epoch, rank=2)
     fault_at = time.time()
@@ -119,24 +110,7 @@ def test_a_hot_spare_takes_a_lost_nodes_rank_in_place(kind: KindCluster, namespa
     """spec.spares on a cluster: the standby pod runs the job's agent with torch imported; when
     a node is lost it takes that node's rank in place, so the job keeps its size (no shrink, no
     new pod to schedule) and resumes in seconds."""
-    job = for_kind(training_job(JOB, steps=250, nodes=(2, 2)))
-    job["spec"]["spares"] = 1
-    kind.create_job(namespace, job)
-    log = step_log(kind, namespace)
-
-    def training_with_a_spare(status: dict[str, Any]) -> bool:
-        epoch = status.get("epoch", 0)
-        return (
-            status.get("phase") == "Running"
-            and status.get("spares") == 1
-            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
-            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
-        )
-
-    before = kind.wait_status(namespace, JOB, training_with_a_spare,
-                              "training on 2 nodes with 1 hot spare", timeout=300)  # fmt: skip
-    epoch = before["epoch"]
-    victim = kind.running_pod(namespace, JOB, epoch, rank=1)
+    log, epoch, victim = _training_with_a_spare(kind, namespace)
     fault_at = time.time()
     try:
         faults.lose_node(kind, victim)
@@ -173,15 +147,7 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
     pod's pings gone (`phalanx.agent.peers`) and the job restarts once, without it, the spare
     taking its rank: detected as PeerSilent, not as a Hang, a collective's failure or the node's
     NotReady, whose time on this cluster is measured beside it."""
-    job = for_kind(training_job(JOB, steps=250, nodes=(2, 2)))
-    job["spec"]["spares"] = 1
-    del job["spec"]["failurePolicy"]["hangTimeoutSeconds"]  # the defaults: adaptive, 30 s floor
-    kind.create_job(namespace, job)
-    log = step_log(kind, namespace)
-    before = kind.wait_status(namespace, JOB, _training_with_a_spare(log),
-                              "training on 2 nodes with 1 hot spare", timeout=300)  # fmt: skip
-    epoch = before["epoch"]
-    victim = kind.running_pod(namespace, JOB, epoch, rank=1)
+    log, epoch, victim = _training_with_a_spare(kind, namespace, default_policy=True)
     node = victim.spec.node_name
     fault_at = time.time()
     kind.freeze_node(node)
@@ -211,19 +177,6 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
            failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
 
 
-def _training_with_a_spare(log: Path) -> Callable[[dict[str, Any]], bool]:
-    def check(status: dict[str, Any]) -> bool:
-        epoch = status.get("epoch", 0)
-        return (
-            status.get("phase") == "Running"
-            and status.get("spares") == 1
-            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
-            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
-        )
-
-    return check
-
-
 def _decided(failure: dict[str, Any], fault_at: float) -> float:
     """Seconds from the fault to the operator's decision (when it recorded the failure; the
     operator and this test share the machine's clock)."""
@@ -243,7 +196,7 @@ def test_a_pod_preempted_by_the_scheduler_checkpoints_on_sigterm_and_redoes_no_s
     zero steps redone."""
     kind.create_job(namespace, for_kind(training_job(JOB, steps=200, nodes=(3, 3))))
     log = step_log(kind, namespace)
-    before = kind.wait_status(namespace, JOB, _training_past_a_checkpoint(log, nodes=3),
+    before = kind.wait_status(namespace, JOB, _training(log, nodes=3),
                               "training on 3 nodes, past a checkpoint", timeout=300)  # fmt: skip
     epoch = before["epoch"]
     victim = kind.running_pod(namespace, JOB, epoch, rank=2)
@@ -296,19 +249,6 @@ def test_a_pod_preempted_by_the_scheduler_checkpoints_on_sigterm_and_redoes_no_s
            events=[e.reason for e in kind.events(namespace, JOB)])  # fmt: skip
 
 
-def _training_past_a_checkpoint(log: Path, nodes: int) -> Callable[[dict[str, Any]], bool]:
-    def check(status: dict[str, Any]) -> bool:
-        epoch = status.get("epoch", 0)
-        return (
-            status.get("phase") == "Running"
-            and status.get("nodes") == nodes
-            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
-            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
-        )
-
-    return check
-
-
 def _gone(kind: KindCluster, pod: k8s.V1Pod) -> bool:
     try:
         kind.core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
@@ -321,3 +261,40 @@ def _gone(kind: KindCluster, pod: k8s.V1Pod) -> bool:
 
 def _records(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def _training(
+    log: Path, *, nodes: int | None = None, spares: int | None = None
+) -> Callable[[dict[str, Any]], bool]:
+    """The job runs (at `nodes`, with `spares` standing by, where given), past a checkpoint, and
+    the current epoch's workers are stepping."""
+
+    def check(status: dict[str, Any]) -> bool:
+        epoch = status.get("epoch", 0)
+        return (
+            status.get("phase") == "Running"
+            and (nodes is None or status.get("nodes") == nodes)
+            and (spares is None or status.get("spares") == spares)
+            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
+            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
+        )
+
+    return check
+
+
+def _training_with_a_spare(
+    kind: KindCluster, namespace: str, *, default_policy: bool = False
+) -> tuple[Path, int, k8s.V1Pod]:
+    """A 2-node job of 250 steps with one hot spare, training past a checkpoint: its step log,
+    its epoch and node rank 1's pod. `default_policy`: the failure policy's defaults (no
+    hangTimeoutSeconds: the adaptive timeout, 30 s floor)."""
+    job = for_kind(training_job(JOB, steps=250, nodes=(2, 2)))
+    job["spec"]["spares"] = 1
+    if default_policy:
+        del job["spec"]["failurePolicy"]["hangTimeoutSeconds"]
+    kind.create_job(namespace, job)
+    log = step_log(kind, namespace)
+    before = kind.wait_status(namespace, JOB, _training(log, spares=1),
+                              "training on 2 nodes with 1 hot spare", timeout=300)  # fmt: skip
+    epoch = before["epoch"]
+    return log, epoch, kind.running_pod(namespace, JOB, epoch, rank=1)
