@@ -317,7 +317,11 @@ class Agent:
         """The peer watch found a peer silent (or heard it again): say so at once, in the state
         last reported (from the watch's thread)."""
         last = self._last_report
-        if last is not None and last.state in ("running", "failed"):
+        if (
+            last is not None
+            and last.epoch == self.last_epoch
+            and last.state in ("running", "failed")
+        ):
             self._publish(dataclasses.replace(last, silent_nodes=silent))
 
     def _publish(self, report: Report) -> None:
