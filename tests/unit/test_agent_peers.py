@@ -32,6 +32,15 @@ def free_udp_port() -> int:
         return port
 
 
+def heard(agent: Watched, ranks: set[int], timeout: float = 5.0) -> None:
+    """Wait until `agent` has heard these node ranks in the epoch (a peer is found silent only
+    after it spoke)."""
+    deadline = time.monotonic() + timeout
+    while not ranks <= agent.watch.heard():
+        assert time.monotonic() < deadline, f"heard {agent.watch.heard()}, not {ranks}"
+        time.sleep(PING / 5)
+
+
 class Watched:
     """One agent's watch and what it said."""
 
@@ -66,6 +75,7 @@ def test_a_peer_whose_pings_stop_is_found_silent_by_node_rank_0_once(
     gang: tuple[list[Watched], int],
 ) -> None:
     agents, _ = gang
+    heard(agents[0], {1, 2, 3})
     assert agents[0].quiet(3 * SILENT), "all ping: nobody is silent"
     stopped = time.monotonic()
     agents[2].watch.stop()  # its machine freezes: no more pings
@@ -86,7 +96,7 @@ def test_once_its_own_workers_failed_an_agent_finds_a_quiet_peer_sooner() -> Non
     rank0.watch.follow(Epoch(2, 0, 2, "127.0.0.1", port))
     rank1.watch.follow(Epoch(2, 1, 2, "127.0.0.1", port))
     try:
-        time.sleep(5 * PING)  # heard
+        heard(rank0, {1})
         rank1.watch.stop()
         rank0.watch.corroborate()
         stopped = time.monotonic()
@@ -100,7 +110,9 @@ def test_node_rank_0_silent_is_found_by_ranks_1_and_2_only(
     gang: tuple[list[Watched], int],
 ) -> None:
     agents, _ = gang
-    time.sleep(3 * PING)  # everyone was heard
+    heard(agents[0], {1, 2, 3})
+    for agent in agents[1:3]:
+        heard(agent, {0})
     agents[0].watch.stop()  # node rank 0 stops answering
     assert list(agents[1].next_word()) == [0]
     assert list(agents[2].next_word()) == [0]

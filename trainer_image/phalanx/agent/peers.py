@@ -93,6 +93,7 @@ class PeerWatch:
         self._lock = threading.Lock()
         self._stop: threading.Event | None = None
         self._silent: dict[int, float] = {}
+        self._heard: dict[int, float] = {}
 
     def follow(self, epoch: Epoch) -> None:
         """Watch `epoch` from now on (an earlier epoch's watch ends)."""
@@ -117,6 +118,10 @@ class PeerWatch:
                 self._stop.set()
             self._stop, self._silent = None, {}
 
+    def heard(self) -> set[int]:
+        """Node ranks heard in the epoch so far (only they can be found silent)."""
+        return set(self._heard)
+
     def silent(self) -> dict[int, float]:
         """Node ranks silent now, with how long they have been unheard (rounded to 0.1 s)."""
         with self._lock:
@@ -133,6 +138,7 @@ class PeerWatch:
             return
         sock.settimeout(0.2)
         heard: dict[int, float] = {}
+        self._heard = heard
         with sock:
             while not stop.is_set():
                 try:
@@ -150,6 +156,7 @@ class PeerWatch:
         """Node rank > 0: ping node rank 0 every period; its answers show it is alive."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         heard: dict[int, float] = {}
+        self._heard = heard
         due = 0.0
         with sock:
             while not stop.is_set():
