@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any, cast
 
 from bench import report
 
@@ -76,6 +77,12 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def _runs(about: dict[str, Any]) -> dict[str, Any]:
+    """A results file's provenance as a list of runs: the first is the one that measured every
+    benchmark not named by a later one (`benchmarks`)."""
+    return {**about, "runs": about.get("runs") or []}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -94,6 +101,9 @@ def main() -> int:
     measured = _commit()  # before the run writes its own (tracked) outputs
     results: dict[str, object] = {}
     timings: dict[str, float] = {}
+    if args.only and args.results.exists():  # re-measure some: the others stay, with their run
+        results = json.loads(args.results.read_text())
+        results["about"] = _runs(results["about"])
     args.results.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
         arguments, limit = plan[name]
@@ -115,7 +125,7 @@ def main() -> int:
             if out.exists() and out.stat().st_mtime >= time.time() - (time.monotonic() - started):
                 results[name] = json.loads(out.read_text()) | {"stopped": stopped}
         timings[name] = round(time.monotonic() - started, 1)
-    results["about"] = {
+    about = {
         "command": f"python -m bench --{chosen}" + (f" --only {args.only}" if args.only else ""),
         "mode": chosen,
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
@@ -124,6 +134,11 @@ def main() -> int:
         f"torch {version('torch')}, kube-apiserver {K8S_VERSION}",
         "seconds": timings,
     }
+    if isinstance(results.get("about"), dict) and args.only:
+        earlier = cast(dict[str, Any], results["about"])
+        runs = earlier["runs"] + [{**about, "benchmarks": names}]
+        about = {**earlier, "runs": runs, "seconds": {**earlier["seconds"], **timings}}
+    results["about"] = about
     args.results.write_text(json.dumps(results, indent=1))
     report.render(results, args.report)
     print(f"::: figures in {args.results}, report in {args.report}; seconds: {timings}")

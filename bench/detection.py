@@ -1,17 +1,26 @@
 """Detection: a fault to the planner's decision about it, on the local backend, for a worker
 process that crashes, a node that is lost, and a node that hangs (SIGSTOP, every process of the
-pod frozen), beside what a job without Phalanx waits for.
+pod frozen); the hang beside the same hang under stock torchrun, measured in the same run.
 
 Why the decision: it is the end of detection (the restart is recovery, measured by
 `bench.recovery`). A fault's decision is the first Restart, Shrink or Hang event after it.
-Baselines: a hung collective ends only at the process group's timeout, read from this torch
-(`torch.distributed.constants`); a lost node is noticed by Kubernetes when its NodeReady
-condition goes Unknown, measured here: kwok nodes whose kubelet stops (kwok no longer plays
-them) on the project's API server, with the real node lifecycle controller at its defaults
-(node-monitor-grace-period 50 s, node-monitor-period 5 s in v1.33), timed to the moment their
-Ready condition is no longer True.
+On the local backend a lost node's processes die with it and the runner sees their exits at its
+next tick: the crash and lost-node rows time the runner, not a detection, and have no baseline
+(a silent node on a cluster, beside Kubernetes' NodeReady on the same cluster, is measured by the
+kind suite: `bench.kind_faults`).
 
-Usage: python -m bench.detection [--faults 10] [--nodes 5] --json figures.json
+The hang's baseline is measured, not read from torch's constants: the same trainer with the same
+settings under `torchrun --max-restarts=1`, a rank SIGSTOPped; its peers wait in the collective
+until the trainer's collective timeout (`spec.nccl.timeoutSeconds`, 300 s unset) fails them,
+then torchrun stops the group and restarts it. Its decision is the moment torchrun's new workers
+exist; the run is bounded (`--torch-hang-limit`) and reported as "over N s" when it ends first.
+
+Kubernetes' own NodeReady detection is measured too (kwok nodes whose kubelet stops on the
+project's API server, the real node lifecycle controller at its defaults: grace period 50 s,
+monitor period 5 s in v1.33), and reported on its own: nothing on the local backend is its like.
+
+Usage: python -m bench.detection [--faults 10] [--nodes 5] [--torch-hang-limit 480]
+                                 --json figures.json
 """
 
 from __future__ import annotations
@@ -19,19 +28,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from torch.distributed import constants
 
-from bench import kwok
-from bench.goodput import job
-from bench.recovery import Injector
+from bench import kwok, stats, torchrun
+from bench.goodput import job, steps_of
+from bench.recovery import TRAIN_SECONDS_BEFORE_FAULT, Injector
 from phalanx.local import LocalRun, RunOptions
 from phalanx.models.events import EventReason
 from tests.support.controlplane import ControlPlane, running_control_plane, wait_until
@@ -61,6 +69,50 @@ def decisions(faults: int, kind: str, spares: int, workdir: Path) -> list[float]
         if after:
             found.append((min(after) - fault.time).total_seconds())
     return found
+
+
+def _workers(agent: int) -> dict[int, int | None]:
+    """Each rank's worker pid under the torchrun agent (None where it has none now)."""
+    found = {rank: torchrun.worker(agent, rank) for rank in range(torchrun.RANKS)}
+    return {rank: None if p is None else p.pid for rank, p in found.items()}
+
+
+def torchrun_hang(workdir: Path, limit: float) -> dict[str, Any]:
+    """A rank SIGSTOPped under stock torchrun running the same trainer: seconds to torchrun's
+    restart (its new workers exist) and to the first step after it, each None if `limit`
+    seconds passed first."""
+    agent = torchrun.start(job(1_000_000), workdir, max_restarts=1)
+    figures: dict[str, Any] = {"limit": limit, "decision": None, "training_again": None}
+    victim: psutil.Process | None = None
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and agent.poll() is None:
+            steps = steps_of(workdir)
+            if steps and time.time() - steps[0]["time"] >= TRAIN_SECONDS_BEFORE_FAULT:
+                break
+            time.sleep(0.2)
+        before = _workers(agent.pid)
+        victim = psutil.Process(before[1]) if before[1] is not None else None
+        if victim is None:
+            raise RuntimeError("torchrun has no worker of rank 1 to hang")
+        victim.suspend()
+        struck = time.time()
+        restarted: float | None = None
+        while time.time() - struck < limit and agent.poll() is None:
+            if restarted is None:
+                now = _workers(agent.pid)
+                if any(pid is not None and pid != before[r] for r, pid in now.items()):
+                    restarted = time.time()
+                    figures["decision"] = restarted - struck
+            elif after := [r["time"] for r in steps_of(workdir) if r["time"] > restarted]:
+                figures["training_again"] = min(after) - struck
+                break
+            time.sleep(0.2)
+    finally:
+        torchrun.stop(agent)
+        if victim is not None and victim.is_running():
+            victim.kill()
+    return figures
 
 
 def ready(node: k8s.V1Node) -> bool:
@@ -100,6 +152,8 @@ def main() -> int:
     parser.add_argument("--faults", type=int, default=10, help="faults of each kind")
     parser.add_argument("--nodes", type=int, default=5,
                         help="kwok nodes stopped, one after another, for Kubernetes' NodeReady baseline")  # fmt: skip
+    parser.add_argument("--torch-hang-limit", type=float, default=480.0,
+                        help="seconds the torchrun hang baseline may run")  # fmt: skip
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     args = parser.parse_args()
     figures: dict[str, Any] = {"scenarios": {}}
@@ -111,16 +165,11 @@ def main() -> int:
             print(name, [round(s, 2) for s in seconds], flush=True)
             figures["scenarios"][name] = {
                 "what": what, "seconds": seconds,
-                "median": statistics.median(seconds) if seconds else None,
+                "median": stats.median(seconds) if seconds else None,
             }  # fmt: skip
-    figures["baselines"] = {
-        "hang": ("a hung collective: torch's default process-group timeout (gloo; NCCL "
-                 f"{constants.default_pg_nccl_timeout.total_seconds():.0f} s)",
-                 constants.default_pg_timeout.total_seconds()),
-        "node": (f"a lost node: Kubernetes' node lifecycle controller marks it NotReady "
-                 f"(measured, median of {len(node_ready)} nodes; its grace period is "
-                 f"{NODE_MONITOR_GRACE_SECONDS:.0f} s)", statistics.median(node_ready)),
-    }  # fmt: skip
+        hang = torchrun_hang(Path(tmp, "torchrun-hang"), args.torch_hang_limit)
+        print("torchrun hang", hang, flush=True)
+    figures["torchrun_hang"] = hang
     figures["node_ready_seconds"] = node_ready
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))

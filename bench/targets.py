@@ -1,23 +1,31 @@
-"""The targets the suite's figures are held to, each checked against one run's JSON.
+"""The project's targets (bench/targets.toml), each checked against one run's figures.
 
-Why in one table: a reader should see at a glance which claims hold on the stated machine and
-which do not, and the note of a missed target must start from the measured figure, not a
-memory of it. The targets come from the issues that set them: recovery and goodput from the
-fast-recovery work, checkpoint blocking and the control plane from the benchmark issue.
+Why one table read from one file: a reader should see at a glance which claims hold on the stated
+machine, which do not, and which nothing has measured yet; a target left out of the table reads
+as met. Every target in the file gets a row: a checker below turns the run's figures into the
+measured value and the verdict, and a target without figures (or without a checker) reads "not
+measured". The note of a missed target must start from the measured figure, not a memory of it.
 """
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bench import stats
 from phalanx.operator.metrics import RECONCILE_BUCKETS
 
 Figures = dict[str, Any]
+KindRecords = list[dict[str, Any]]
+TARGETS_FILE = Path(__file__).with_name("targets.toml")
 MB_PER_MIB = 2**20 / 10**6
 RECONCILE_TOP_BUCKET = float(RECONCILE_BUCKETS[-1])
 """The last finite bucket of the operator's reconcile histograms: a quantile past it reads as
 this value, so it means "at least"."""
+PODS_TARGET = 8000
 
 
 def reconcile_latency(seconds: float) -> str:
@@ -29,90 +37,283 @@ def reconcile_latency(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class Target:
+    """One line of targets.toml."""
+
+    id: str
+    what: str
+    where: str
+    issue: int
+
+
+def load(path: Path = TARGETS_FILE) -> list[Target]:
+    return [Target(**entry) for entry in tomllib.loads(path.read_text())["target"]]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one run measured for a target: the figure, and whether it meets the target (None:
+    a figure near the target, but not the one it sets)."""
+
+    value: str
+    met: bool | None
+
+
+@dataclass(frozen=True)
 class Check:
-    """One target and what one run measured for it."""
+    """One row of the table: a target and what the run measured for it."""
 
-    target: str
+    target: Target
     measured: str
-    met: bool
+    met: bool | None
+    """None: not measured."""
 
 
-def _recovery(scenarios: Figures) -> list[Check]:
-    limits = {"worker": (3.0, 6.0), "spare": (5.0, 10.0), "shrink": (5.0, 10.0)}
-    checks = []
-    for name, (p50, p99) in limits.items():
-        s = scenarios.get(name)
-        if s is None or s["p50"] is None:
-            continue
-        checks.append(Check(
-            f"recovery, {s['what']}: p50 <= {p50:g} s, p99 <= {p99:g} s",
-            f"{s['p50']:.2f} s / {s['p99']:.2f} s ({len(s['seconds'])} failures)",
-            s["p50"] <= p50 and s["p99"] <= p99,
-        ))  # fmt: skip
-    shrink = scenarios.get("shrink")
-    if shrink is not None and shrink["restarts"]:
-        checks.append(Check("a node lost without a spare: exactly one restart per failure",
-                            f"restarts per failure: {shrink['restarts']}",
-                            shrink["restarts"] == [1]))  # fmt: skip
-    return checks
+Checker = Callable[[Figures, KindRecords], list[Measured]]
 
 
-def _goodput(intervals: Figures) -> list[Check]:
-    run = next((r for r in intervals["runs"]
-                if r["system"] == "phalanx" and r["interval"] == 60), None)  # fmt: skip
-    if run is None:
+def _recovery(name: str, p50_limit: float, p99_limit: float) -> Checker:
+    def check(results: Figures, _: KindRecords) -> list[Measured]:
+        scenario = results.get("recovery", {}).get("scenarios", {}).get(name)
+        if not scenario or not scenario["seconds"]:
+            return []
+        seconds = scenario["seconds"]
+        p50, tail = stats.median(seconds), stats.tail(seconds)
+        # The maximum is at least the p99: a maximum within the p99's limit meets it.
+        return [Measured(f"p50 {p50:.2f} s, {tail.label} {tail.value:.2f} s",
+                         p50 <= p50_limit and tail.value <= p99_limit)]  # fmt: skip
+
+    return check
+
+
+def _shrink_restarts(results: Figures, _: KindRecords) -> list[Measured]:
+    shrink = results.get("recovery", {}).get("scenarios", {}).get("shrink")
+    if not shrink or not shrink["restarts"]:
         return []
-    return [Check("goodput with a worker killed every 60 s >= 90 %",
-                  f"{run['goodput']:.1%} ({len(run['kills'])} failures in {run['window']:.0f} s)",
-                  run["goodput"] >= 0.9)]  # fmt: skip
+    return [Measured(f"restarts per failure: {shrink['restarts']}", shrink["restarts"] == [1])]
 
 
-def _checkpoint(figures: Figures) -> list[Check]:
-    checks = []
-    for m in figures["models"]:
-        share = m["async_blocked"] / m["sync_blocked"]
-        checks.append(Check(f"{m['model']}: async save blocks <= 10 % of a sync save",
-                            f"{share:.1%} ({m['async_blocked'] * 1000:.0f} of "
-                            f"{m['sync_blocked'] * 1000:.0f} ms)", share <= 0.10))  # fmt: skip
-        memory = m["memory_share_of_step_time"]
-        checks.append(Check(f"{m['model']}: in-memory snapshots block <= 2 % of step time",
-                            f"{memory:.2%}", memory <= 0.02))  # fmt: skip
-    return checks
+def _goodput(interval: int, floor: float) -> Checker:
+    def check(results: Figures, _: KindRecords) -> list[Measured]:
+        runs = results.get("intervals", {}).get("runs", [])
+        run = next((r for r in runs if r["system"] == "phalanx" and r["interval"] == interval),
+                   None)  # fmt: skip
+        if run is None:
+            return []
+        return [Measured(f"{run['goodput']:.1%} (a worker killed; {len(run['kills'])} failures "
+                         f"in {run['window']:.0f} s, one run)", run["goodput"] >= floor)]  # fmt: skip
+
+    return check
 
 
-def _controlplane(series: list[Figures]) -> list[Check]:
-    last = series[-1]
-    rss_mb = last["peak_rss_mib"] * MB_PER_MIB
-    return [
-        Check(f"{last['pods']} pods created <= 60 s after the apply (target set at 8 000)",
-              f"{last['all_created']:.1f} s", last["all_created"] <= 60),
-        Check(f"reconcile p99 <= 1 s at {last['jobs']} jobs",
-              reconcile_latency(last["reconcile_p99"]), last["reconcile_p99"] <= 1.0),
-        Check(f"operator RSS <= 300 MB at {last['jobs']} jobs", f"{rss_mb:.0f} MB", rss_mb <= 300),
-    ]  # fmt: skip
+def _kind_cases(records: KindRecords, case: str) -> KindRecords:
+    return [r for r in records if r.get("case") == case]
 
 
-def checks(results: Figures) -> list[Check]:
-    """Every target the run has figures for, in the report's order."""
-    found: list[Check] = []
-    if "recovery" in results:
-        found += _recovery(results["recovery"]["scenarios"])
-    if "intervals" in results:
-        found += _goodput(results["intervals"])
-    if "checkpoint" in results:
-        found += _checkpoint(results["checkpoint"])
-    if results.get("controlplane", {}).get("series"):
-        found += _controlplane(results["controlplane"]["series"])
+def _kind_figure(case: str, key: str, limit: float) -> Checker:
+    """Every recorded kind run of `case` within `limit` (the worst one shown)."""
+
+    def check(_: Figures, records: KindRecords) -> list[Measured]:
+        values = [r[key] for r in _kind_cases(records, case) if r.get(key) is not None]
+        if not values:
+            return []
+        return [Measured(f"{max(values):.1f} s (the worst of {len(values)} runs)",
+                         max(values) <= limit)]  # fmt: skip
+
+    return check
+
+
+def _kind_recovery(_: Figures, records: KindRecords) -> list[Measured]:
+    found = []
+    for case, what in (("worker-killed", "worker killed"), ("node-lost-spare", "node lost, spare")):
+        values = [r["fault_to_first_step_s"] for r in _kind_cases(records, case)
+                  if r.get("fault_to_first_step_s") is not None]  # fmt: skip
+        if values:
+            found.append(Measured(f"{what}: p50 {stats.median(values):.1f} s of {len(values)} runs",
+                                  stats.median(values) <= 10.0))  # fmt: skip
     return found
 
 
-def table(results: Figures) -> list[str]:
-    """The targets as Markdown rows, with a header; empty when the run measured none."""
-    rows = checks(results)
-    if not rows:
+def _hang_decision(results: Figures, _: KindRecords) -> list[Measured]:
+    hang = results.get("detection", {}).get("scenarios", {}).get("hang")
+    if not hang or not hang["seconds"]:
         return []
+    median = stats.median(hang["seconds"])
+    return [Measured(f"{median:.1f} s (hangTimeoutSeconds 10; median of {len(hang['seconds'])})",
+                     median <= 5.0)]  # fmt: skip
+
+
+DEFAULT_GRACE_SECONDS = 40.0
+"""The shortest node-monitor grace period Kubernetes has defaulted to (40 s; 50 s since v1.32):
+a cluster at or above it counts as at Kubernetes' default."""
+
+
+def _silent_node_default_grace(_: Figures, records: KindRecords) -> list[Measured]:
+    runs = [r for r in _kind_cases(records, "silent-node-spare")
+            if (r.get("node_monitor_grace_s") or 0) >= DEFAULT_GRACE_SECONDS]  # fmt: skip
+    if not runs:
+        return []
+    worst = max(runs, key=lambda r: r["fault_to_first_step_s"])
+    restarts = {(r.get("events") or []).count("Restart") for r in runs}
+    return [Measured(
+        f"decision {worst['fault_to_decision_s']:.1f} s, training again "
+        f"{worst['fault_to_first_step_s']:.1f} s, restarts {sorted(restarts)} (grace period "
+        f"{worst['node_monitor_grace_s']:.0f} s; the worst of {len(runs)} runs)",
+        all(r["fault_to_decision_s"] <= 10 and r["fault_to_first_step_s"] <= 15 for r in runs)
+        and restarts == {1},
+    )]  # fmt: skip
+
+
+LOST_NODE_CASES = ("node-lost", "node-lost-spare", "silent-node-spare", "pod-deleted",
+                   "pod-preempted", "worker-killed", "rank-hung")  # fmt: skip
+
+
+def _kind_one_restart(_: Figures, records: KindRecords) -> list[Measured]:
+    counts = {
+        r["case"]: (r.get("events") or []).count("Restart")
+        for r in records
+        if r.get("case") in LOST_NODE_CASES
+    }  # newest run of each case
+    if not counts:
+        return []
+    wrong = {case: n for case, n in counts.items() if n != 1}
+    return [Measured(f"{len(counts)} cases, " + (f"not one: {wrong}" if wrong else "one each"),
+                     not wrong)]  # fmt: skip
+
+
+def _preempted_redone(_: Figures, records: KindRecords) -> list[Measured]:
+    redone = [r["steps_redone"] for r in _kind_cases(records, "pod-preempted")
+              if "steps_redone" in r]  # fmt: skip
+    if not redone:
+        return []
+    return [Measured(f"steps redone: {redone} ({len(redone)} runs)", max(redone) == 0)]
+
+
+def _models(results: Figures) -> list[Figures]:
+    return list(results.get("checkpoint", {}).get("models", []))
+
+
+def _async_share(results: Figures, _: KindRecords) -> list[Measured]:
+    found = []
+    for m in _models(results):
+        share = m["async_blocked"] / m["sync_blocked"]
+        found.append(Measured(f"{m['model']}: {share:.1%} ({m['async_blocked'] * 1000:.0f} of "
+                              f"{m['sync_blocked'] * 1000:.0f} ms)", share <= 0.10))  # fmt: skip
+    return found
+
+
+def _memory_share(limit: float) -> Checker:
+    def check(results: Figures, _: KindRecords) -> list[Measured]:
+        return [Measured(f"{m['model']}: {m['memory_share_of_step_time']:.2%}",
+                         m["memory_share_of_step_time"] <= limit) for m in _models(results)]  # fmt: skip
+
+    return check
+
+
+def _largest(results: Figures) -> Figures | None:
+    series = results.get("controlplane", {}).get("series") or []
+    return series[-1] if series else None
+
+
+def _pods_created(results: Figures, _: KindRecords) -> list[Measured]:
+    last = _largest(results)
+    if last is None:
+        return []
+    return [Measured(f"{last['pods']} pods in {last['all_created']:.1f} s",
+                     last["pods"] >= PODS_TARGET and last["all_created"] <= 60)]  # fmt: skip
+
+
+def _at_jobs(met: bool, last: Figures) -> bool:
+    return met and last["jobs"] >= 1000
+
+
+def _reconcile_p99(results: Figures, _: KindRecords) -> list[Measured]:
+    last = _largest(results)
+    if last is None:
+        return []
+    return [Measured(f"{reconcile_latency(last['reconcile_p99'])} at {last['jobs']} jobs",
+                     _at_jobs(last["reconcile_p99"] <= 1.0, last))]  # fmt: skip
+
+
+def _operator_rss(results: Figures, _: KindRecords) -> list[Measured]:
+    last = _largest(results)
+    if last is None:
+        return []
+    rss_mb = last["peak_rss_mib"] * MB_PER_MIB
+    return [Measured(f"{rss_mb:.0f} MB at {last['jobs']} jobs", _at_jobs(rss_mb <= 300, last))]
+
+
+def _conflicts(results: Figures, _: KindRecords) -> list[Measured]:
+    last = _largest(results)
+    if last is None or not last.get("api_by_code"):
+        return []
+    codes = {str(k): v for k, v in last["api_by_code"].items()}
+    share = codes.get("409", 0) / sum(codes.values())
+    return [Measured(f"{share:.1%} ({codes.get('409', 0)} of {sum(codes.values())} requests "
+                     f"at {last['jobs']} jobs)", _at_jobs(share <= 0.01, last))]  # fmt: skip
+
+
+def _storm(results: Figures, _: KindRecords) -> list[Measured]:
+    last = _largest(results)
+    if last is None or "storm_recovered" not in last:
+        return []
+    # The benchmark times the storm as a whole (its last hit job), not each job: a figure near
+    # the target, not its p99.
+    return [Measured(f"not per job: all {last['storm_jobs']} hit jobs Running again "
+                     f"{last['storm_recovered']:.1f} s after {last['storm_nodes']} nodes were "
+                     "lost", None)]  # fmt: skip
+
+
+CHECKERS: dict[str, Checker] = {
+    "recovery-worker": _recovery("worker", 3.0, 6.0),
+    "recovery-spare": _recovery("spare", 5.0, 10.0),
+    "recovery-shrink": _recovery("shrink", 5.0, 10.0),
+    "shrink-one-restart": _shrink_restarts,
+    "goodput-60s": _goodput(60, 0.90),
+    "goodput-600s": _goodput(600, 0.98),
+    "kind-recovery": _kind_recovery,
+    "hang-decision": _hang_decision,
+    "hang-10s": _kind_figure("rank-hung", "fault_to_first_step_s", 13.0),
+    "hang-default": _kind_figure("rank-hung-default", "fault_to_first_step_s", 40.0),
+    "silent-node-3s": _kind_figure("silent-node-spare", "fault_to_decision_s", 3.0),
+    "silent-node-default-grace": _silent_node_default_grace,
+    "kind-one-restart": _kind_one_restart,
+    "preempted-nothing-redone": _preempted_redone,
+    "async-save-share": _async_share,
+    "memory-snapshot-2pct": _memory_share(0.02),
+    "memory-snapshot-1pct": _memory_share(0.01),
+    "pods-created": _pods_created,
+    "reconcile-p99": _reconcile_p99,
+    "operator-rss": _operator_rss,
+    "conflicts": _conflicts,
+    "storm-p99": _storm,
+}
+"""Targets without a checker here (a 2 000-pod fan-out, the GPU overhead) have no benchmark yet:
+they read "not measured"."""
+
+
+def checks(results: Figures, kind: KindRecords | None = None,
+           targets: list[Target] | None = None) -> list[Check]:  # fmt: skip
+    """One row or more per target of the file, in its order: one per figure measured (a model,
+    a case), or one "not measured"."""
+    rows = []
+    for target in load() if targets is None else targets:
+        checker = CHECKERS.get(target.id)
+        found = checker(results, kind or []) if checker is not None else []
+        if not found:
+            rows.append(Check(target, "not measured", None))
+        rows += [Check(target, m.value, m.met) for m in found]
+    return rows
+
+
+VERDICTS = {True: "yes", False: "**no**", None: "not measured"}
+
+
+def table(results: Figures, kind: KindRecords | None = None) -> list[str]:
+    """The targets as Markdown rows, with a header; every target of the file has a row."""
     return [
-        "| target | measured | met |",
-        "| --- | --- | --- |",
-        *(f"| {c.target} | {c.measured} | {'yes' if c.met else '**no**'} |" for c in rows),
-    ]
+        "| target | on | measured | met | issue |",
+        "| --- | --- | --- | --- | --- |",
+        *(f"| {c.target.what} | {c.target.where} | {c.measured} | {VERDICTS[c.met]} "
+          f"| #{c.target.issue} |" for c in checks(results, kind)),
+    ]  # fmt: skip

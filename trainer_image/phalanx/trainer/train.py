@@ -84,7 +84,8 @@ class Trainer:
         step = self.run.resume()
         self.heartbeat.resumed = Resume.model_validate({"step": step, "source": self.run.source})
         self._log({"event": "resume", "step": self.run.step, "world": self.world,
-                   "from": step, "source": self.run.source})  # fmt: skip
+                   "from": step, "source": self.run.source,
+                   "time": round(time.time(), 3)})  # fmt: skip
 
     def train(self, startup: Startup | None = None) -> None:
         config = self.config
