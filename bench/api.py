@@ -10,8 +10,9 @@ namespace, and the API service starts as its own process (`python -m phalanx.ser
 generator does not share its GIL) and is waited for until its cache holds all N. Before timing,
 both sides must agree (the first page's names, one job's uid), and the kube-apiserver's own
 request counter must show no LIST of trainingjobs while the service answers lists. The caller is a
-service account with a Role on trainingjobs in that namespace and a token from TokenRequest; the
-same bearer token goes to both targets. The service keeps its default caches (a TokenReview is
+service account with a Role on trainingjobs in that namespace and two tokens from TokenRequest,
+one for each side's audience (the service refuses the kube API's, and the kube API the
+service's). The service keeps its default caches (a TokenReview is
 reused for `authn_cache_seconds`, a SubjectAccessReview for `authz_cache_seconds`), so the steady
 state is measured, with the periodic review in the tail. One keep-alive httpx client per target
 (per thread under concurrency), HTTP/1.1 on both sides. A request is timed from send to the
@@ -356,7 +357,9 @@ def kube_client_for(plane: ControlPlane, who: Identity) -> Callable[[], httpx.Cl
     """Clients of the API server (URL and CA from the kubeconfig) that present `who`'s token."""
     conf = load_configuration(plane.kubeconfig)
     tls = ssl.create_default_context(cafile=conf.ssl_ca_cert)
-    return lambda: httpx.Client(base_url=conf.host, verify=tls, headers=who.headers, timeout=60)
+    return lambda: httpx.Client(
+        base_url=conf.host, verify=tls, headers=who.kube_headers, timeout=60
+    )
 
 
 def versions(plane: ControlPlane, kube: httpx.Client) -> str:

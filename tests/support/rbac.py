@@ -23,13 +23,21 @@ TRAININGJOB_RULES = [
 ]
 
 
+SERVICE_AUDIENCE = "phalanx-api"
+"""The audience the API service asks TokenReview for (its `token_audiences` default)."""
+
+
 @dataclass
 class Identity:
-    """A service account and a token the real API server issued for it."""
+    """A service account and two tokens the real API server issued for it: one for the API
+    service (its audience), one for the kube API (the API server's own audience)."""
 
     namespace: str
     name: str
     token: str
+    """For the API service: refused by the kube API."""
+    kube_token: str
+    """For the kube API (kubeconfig mode): refused by the API service."""
 
     @property
     def username(self) -> str:
@@ -37,20 +45,36 @@ class Identity:
 
     @property
     def headers(self) -> dict[str, str]:
+        """For the API service."""
         return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def kube_headers(self) -> dict[str, str]:
+        """For the kube API."""
+        return {"Authorization": f"Bearer {self.kube_token}"}
 
 
 def identity(kube_client: k8s.ApiClient, namespace: str, name: str) -> Identity:
-    """A service account `name` in `namespace` with a fresh token (TokenRequest)."""
+    """A service account `name` in `namespace` with fresh tokens (TokenRequest)."""
     core = k8s.CoreV1Api(kube_client)
     core.create_namespaced_service_account(
         namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=name))
     )
-    request = k8s.AuthenticationV1TokenRequest(
-        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+    return Identity(
+        namespace,
+        name,
+        token_for(kube_client, namespace, name, [SERVICE_AUDIENCE]),
+        token_for(kube_client, namespace, name, []),
     )
-    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
-    return Identity(namespace, name, token)
+
+
+def token_for(kube_client: k8s.ApiClient, namespace: str, name: str, audiences: list[str]) -> str:
+    """A TokenRequest token of service account `name` (audiences [] = the API server's own)."""
+    request = k8s.AuthenticationV1TokenRequest(
+        spec=k8s.V1TokenRequestSpec(audiences=audiences, expiration_seconds=3600)
+    )
+    core = k8s.CoreV1Api(kube_client)
+    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
 
 
 def grant_jobs(kube_client: k8s.ApiClient, namespace: str, who: Identity) -> None:

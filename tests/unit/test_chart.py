@@ -155,9 +155,14 @@ def test_the_api_service_reads_every_setting_the_chart_sets(
     from_chart = ServerSettings()
     assert (from_chart.host, from_chart.port) == ("0.0.0.0", 8000)
     assert not from_chart.insecure_local_credentials
+    assert from_chart.tls and not from_chart.insecure_http, "the chart serves HTTPS by default"
+    assert from_chart.tls_cert_file == Path("/etc/phalanx/tls/tls.crt")
     for name in ServerSettings.model_fields:
         monkeypatch.delenv(f"PHALANX_API_{name.upper()}", raising=False)
-    assert from_chart == ServerSettings()
+    # Beside its address and certificate, the chart's settings are the service's defaults.
+    served = {"host": "0.0.0.0", "tls_cert_file": from_chart.tls_cert_file,
+              "tls_key_file": from_chart.tls_key_file}  # fmt: skip
+    assert from_chart == ServerSettings().model_copy(update=served)
 
 
 # -- pods ---------------------------------------------------------------------------------------
@@ -241,6 +246,7 @@ def test_default_render_holds_the_crd_both_components_and_the_dashboard(
         ("CustomResourceDefinition", "trainingjobs.phalanx.dev"),
         ("Deployment", "phalanx-api"),
         ("Deployment", "phalanx-operator"),
+        ("Secret", "phalanx-api-tls"),  # the API service's certificate (no cert-manager here)
         ("Service", "phalanx-api"),
         ("Service", "phalanx-operator-metrics"),
         ("ServiceAccount", "phalanx-api"),

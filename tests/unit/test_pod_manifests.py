@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from phalanx.models import TrainingJob
 from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
+from tests.support import podsecurity
 from tests.support.manifests import example_paths, load_yaml
 
 
@@ -104,3 +105,34 @@ def test_the_checkpoint_cadence_reaches_the_reference_trainer() -> None:
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["PHALANX_CHECKPOINT_INTERVAL_SECONDS"] == "600"
     assert env["PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS"] == "0"
+
+
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000,
+                  "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+@pytest.mark.parametrize("inject", [False, True], ids=["bare", "agent-injected"])
+def test_every_pod_of_a_restricted_template_passes_the_restricted_level(inject: bool) -> None:
+    """A namespace that enforces `restricted` admits the node pods, and the warm and cold
+    standbys, of a job whose template it admits (cold standbys used to carry no
+    securityContext and were refused)."""
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    template = manifest["spec"]["template"]["spec"]
+    template["securityContext"] = RESTRICTED_POD
+    for container in template["containers"]:
+        container["securityContext"] = RESTRICTED_CONTAINER
+    job = TrainingJob.model_validate(manifest)
+    settings = BuildSettings(agent_image="phalanx/controlplane:0.1.0" if inject else None)
+    built = {
+        "node": node_pod(job, 1, 0, 2, settings),
+        "warm standby": standby_pod(job, 1, 0, settings, warm=True),
+        "cold standby": standby_pod(job, 1, 0, settings),
+    }
+    assert {kind: podsecurity.violations(pod) for kind, pod in built.items()} == dict.fromkeys(
+        built, []
+    )
+    template["securityContext"] = {}  # the check can fail: the template alone decides
+    bare = TrainingJob.model_validate(manifest)
+    assert podsecurity.violations(standby_pod(bare, 1, 0, settings))

@@ -2,6 +2,10 @@
 
 Authentication: the caller's bearer token goes to a TokenReview; the API server says who it is
 (user, groups, uid, extra), the same for a person's OIDC token as for a service-account token.
+The review names the service's audiences and the answer must carry one of them: a token issued
+for this service (`kubectl create token NAME --audience phalanx-api`) is refused by the kube API
+itself, so a token handed to the web page cannot be replayed against the cluster, and a token
+for the cluster is refused here.
 Authorisation: every action is a SubjectAccessReview for that identity (verb, resource,
 subresource, namespace, then name if needed), so RBAC decides, never the service's own broad
 rights; a denial is a 403 in the API server's words. Both answers are cached briefly, keyed by a
@@ -14,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -89,7 +93,15 @@ class TtlCache(Generic[T]):
 class Authorizer:
     """TokenReview and SubjectAccessReview with the service's client."""
 
-    def __init__(self, api: k8s.ApiClient, authn_seconds: float, authz_seconds: float) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        authn_seconds: float,
+        authz_seconds: float,
+        audiences: Sequence[str] = (),
+    ) -> None:
+        self.audiences = tuple(audiences)
+        """What a caller's token must be issued for (empty: whatever the API server accepts)."""
         self._authn = k8s.AuthenticationV1Api(api)
         self._authz = k8s.AuthorizationV1Api(api)
         self._identities: TtlCache[Caller | None] = TtlCache(authn_seconds)
@@ -102,7 +114,15 @@ class Authorizer:
         digest = hashlib.sha256(token.strip().encode()).hexdigest()
         caller = self._identities.get_or(digest, lambda: self._review(token.strip()))
         if caller is None:
-            raise UnauthenticatedError("the token was not accepted by the Kubernetes API server")
+            wanted = (
+                f" for the audience {' or '.join(repr(a) for a in self.audiences)} (kubectl "
+                f"create token NAME --audience {self.audiences[0]})"
+                if self.audiences
+                else ""
+            )
+            raise UnauthenticatedError(
+                f"the token was not accepted by the Kubernetes API server{wanted}"
+            )
         return caller
 
     def authorize(self, caller: Caller, action: Action) -> None:
@@ -124,11 +144,16 @@ class Authorizer:
         return self._decisions.get_or(key, lambda: self._access(caller, action))
 
     def _review(self, token: str) -> Caller | None:
+        audiences = list(self.audiences) or None
         review = self._authn.create_token_review(
-            k8s.V1TokenReview(spec=k8s.V1TokenReviewSpec(token=token))
+            k8s.V1TokenReview(spec=k8s.V1TokenReviewSpec(token=token, audiences=audiences))
         )
         status = review.status
         if not status or not status.authenticated or not status.user:
+            return None
+        if audiences and not set(status.audiences or ()) & set(audiences):
+            # An authenticator that ignores audiences answers without them: not good enough
+            # (TokenReview's contract: the client checks the audiences it gets back).
             return None
         user = status.user
         extra = tuple(sorted((k, tuple(v)) for k, v in (user.extra or {}).items()))

@@ -157,8 +157,11 @@ class JobControl:
         self.kube.delete(namespace, name)
 
     def scale(self, caller: Caller, namespace: str, name: str, nodes: int) -> JobDetail:
-        """Set the desired number of node pods (spec.replicas.desired, within min..max)."""
-        self._allow(caller, Action("update", namespace, name, subresource="scale"))
+        """Set the desired number of node pods (spec.replicas.desired, within min..max). RBAC is
+        asked about what is done: a patch of the scale subresource, and a get of the job (its
+        min..max is read, and the answer is the job)."""
+        self._allow(caller, Action("patch", namespace, name, subresource="scale"))
+        self._allow(caller, Action("get", namespace, name))
         replicas = self.kube.get(namespace, name)["spec"]["replicas"]
         if not replicas["min"] <= nodes <= replicas["max"]:
             message = (
@@ -192,7 +195,10 @@ class JobControl:
         tail_lines: int | None = None, follow: bool = False,
     ) -> Iterator[bytes]:  # fmt: skip
         """The log of node rank `node` of the current epoch (pod `<job>-<epoch>-<node>`), as it
-        streams; NotFoundError when the epoch has no such rank."""
+        streams; NotFoundError when the epoch has no such rank. The caller must be able to get
+        the job before it is looked up (else a 404 would tell a stranger that it exists), then
+        to read that pod's log."""
+        self._allow(caller, Action("get", namespace, name))
         pod = views.node_pod(self._job(namespace, name), node)
         self._allow(caller, Action("get", namespace, pod, "pods", "", "log"))
         return self.kube.logs(namespace, pod, tail_lines, follow)

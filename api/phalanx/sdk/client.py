@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Self, TypeVar
@@ -18,9 +19,20 @@ T = TypeVar("T")
 POLL_SECONDS = 1.0
 
 
-def _options(base_url: str, token: str | None, timeout: float) -> dict[str, Any]:
+Verify = ssl.SSLContext | bool
+"""httpx's `verify`: True checks the service's certificate against the system's CAs (or
+SSL_CERT_FILE); a context from `ssl.create_default_context(cafile=...)` against the service's own
+CA (the chart's Secret has it as `ca.crt`)."""
+
+
+def _options(base_url: str, token: str | None, timeout: float, verify: Verify) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return {"base_url": base_url.rstrip("/"), "headers": headers, "timeout": timeout}
+    return {
+        "base_url": base_url.rstrip("/"),
+        "headers": headers,
+        "timeout": timeout,
+        "verify": verify,
+    }
 
 
 class Client:
@@ -33,9 +45,10 @@ class Client:
         namespace: str = "default",
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        verify: Verify = True,
     ) -> None:
         self.namespace = namespace
-        self._http = httpx.Client(**_options(base_url, token, timeout), transport=transport)
+        self._http = httpx.Client(**_options(base_url, token, timeout, verify), transport=transport)
 
     def __enter__(self) -> Self:
         return self
@@ -119,9 +132,12 @@ class AsyncClient:
         namespace: str = "default",
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: Verify = True,
     ) -> None:
         self.namespace = namespace
-        self._http = httpx.AsyncClient(**_options(base_url, token, timeout), transport=transport)
+        self._http = httpx.AsyncClient(
+            **_options(base_url, token, timeout, verify), transport=transport
+        )
 
     async def __aenter__(self) -> Self:
         return self

@@ -34,12 +34,22 @@ def create_app(settings: ServerSettings, api: k8s.ApiClient | None = None) -> Fa
                 "every request runs with this service's own Kubernetes rights. Local development "
                 "only; never expose this service."
             )
+        if not settings.tls and settings.insecure_http:
+            log.warning(
+                "INSECURE: serving plain HTTP on %s (--insecure-http). Callers' bearer tokens "
+                "cross the network in the clear; use --tls-cert-file and --tls-key-file, or keep "
+                "this behind a TLS-terminating proxy.",
+                settings.host,
+            )
         app.state.cache = JobCache(client)
         app.state.control = JobControl(
             source=app.state.cache,
             kube=KubeJobs(client),
             authorizer=Authorizer(
-                client, settings.authn_cache_seconds, settings.authz_cache_seconds
+                client,
+                settings.authn_cache_seconds,
+                settings.authz_cache_seconds,
+                settings.token_audiences,
             ),
             page_size_max=settings.page_size_max,
         )

@@ -3,6 +3,8 @@
 Standard library only. Exits 0 when every check passes, 1 with the reason otherwise. Inside the
 test pod it reads the service-account token and CA; the environment can point it elsewhere:
   PHALANX_API_URL   the API service (empty: skip its checks)
+  PHALANX_API_TOKEN_FILE   a token for the service's audience (default: the kube API's token)
+  PHALANX_API_CA_FILE   the CA the service's certificate must verify against (https URLs)
   POD_NAMESPACE     the namespace whose job list the test asks for
   KUBE_API_URL, KUBE_TOKEN_FILE, KUBE_CA_FILE   default: the in-cluster service account
   SMOKE_TIMEOUT_SECONDS   how long the API service may take to be ready (default 120)
@@ -45,25 +47,33 @@ def check_crd_served(kube_url: str, token: str, context: ssl.SSLContext) -> None
     print(f"ok: the API server serves trainingjobs.{GROUP_VERSION.split('/')[0]}")
 
 
-def check_api_ready(api_url: str, timeout: float) -> None:
+def check_api_ready(api_url: str, timeout: float, context: ssl.SSLContext | None) -> None:
     deadline, last = time.monotonic() + timeout, "no answer"
     while time.monotonic() < deadline:
         try:
-            status, body = fetch(f"{api_url}/readyz")
+            status, body = fetch(f"{api_url}/readyz", context=context)
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, ssl.SSLCertVerificationError):  # the wrong certificate
+                raise SystemExit(f"FAIL: {api_url}: its certificate does not verify: {error}")
+            status, body = 0, str(error)  # not listening yet
         except OSError as error:  # not listening yet
             status, body = 0, str(error)
         if status == 200:
-            print(f"ok: {api_url}/readyz")
+            verified = " (its certificate verified against its CA)" if context else ""
+            print(f"ok: {api_url}/readyz{verified}")
             return
         last = f"{status} {body[:200]}"
         time.sleep(2)
     raise SystemExit(f"FAIL: {api_url}/readyz not ready after {timeout:.0f} s: {last}")
 
 
-def check_api_reviews_tokens(api_url: str, token: str, namespace: str) -> None:
+def check_api_reviews_tokens(
+    api_url: str, token: str, namespace: str, context: ssl.SSLContext | None
+) -> None:
     """This pod's identity has no rights on jobs: 403 shows that the service's TokenReview
     accepted the token and its SubjectAccessReview answered (401 or 5xx: its RBAC is wrong)."""
-    status, body = fetch(f"{api_url}/api/v1/jobs?namespace={namespace}&limit=1", token)
+    url = f"{api_url}/api/v1/jobs?namespace={namespace}&limit=1"
+    status, body = fetch(url, token, context)
     if status not in (200, 403):
         raise SystemExit(f"FAIL: listing jobs with this pod's token gave {status}: {body[:300]}")
     print(f"ok: the API service reviewed this pod's token ({status})")
@@ -78,8 +88,15 @@ def main() -> int:
     check_crd_served(kube_url, token, context)
     api_url = os.environ.get("PHALANX_API_URL", "").rstrip("/")
     if api_url:
-        check_api_ready(api_url, float(os.environ.get("SMOKE_TIMEOUT_SECONDS", "120")))
-        check_api_reviews_tokens(api_url, token, os.environ.get("POD_NAMESPACE", "default"))
+        ca_file = os.environ.get("PHALANX_API_CA_FILE")
+        if api_url.startswith("https://") and not ca_file:
+            raise SystemExit("FAIL: an https API service needs PHALANX_API_CA_FILE to verify it")
+        api_context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        api_token_file = os.environ.get("PHALANX_API_TOKEN_FILE")
+        api_token = Path(api_token_file).read_text().strip() if api_token_file else token
+        check_api_ready(api_url, float(os.environ.get("SMOKE_TIMEOUT_SECONDS", "120")), api_context)
+        namespace = os.environ.get("POD_NAMESPACE", "default")
+        check_api_reviews_tokens(api_url, api_token, namespace, api_context)
     print("all checks passed")
     return 0
 

@@ -113,6 +113,9 @@ volumes:
   - name: tmp
     emptyDir:
       sizeLimit: {{ .ctx.Values.tmpSizeLimit }}
+{{- with .volumes }}
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/* Container fields both components share: image, security context, /tmp. */}}
@@ -124,6 +127,9 @@ securityContext:
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+{{- with .mounts }}
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- with .values.resources }}
 resources:
   {{- toYaml . | nindent 2 }}
@@ -141,4 +147,41 @@ labels:
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+Where the API service's serving certificate comes from: "insecure" (plain HTTP, asked for by
+api.tls.mode=insecureHttp), "secret" (the user's), "cert-manager" (asked for, or auto when the
+cluster serves cert-manager.io/v1), else "generated" (by the chart, kept across upgrades).
+*/}}
+{{- define "phalanx.api.tlsSource" -}}
+{{- $mode := .Values.api.tls.mode -}}
+{{- if eq $mode "insecureHttp" -}}insecure
+{{- else if eq $mode "secret" -}}secret
+{{- else if eq $mode "certManager" -}}cert-manager
+{{- else if .Capabilities.APIVersions.Has "cert-manager.io/v1" -}}cert-manager
+{{- else -}}generated
+{{- end -}}
+{{- end }}
+
+{{/* The Secret with the API service's tls.crt, tls.key and ca.crt. */}}
+{{- define "phalanx.api.tlsSecretName" -}}
+{{- if eq (include "phalanx.api.tlsSource" .) "secret" -}}
+{{- required "api.tls.secretName is required with api.tls.mode=secret" .Values.api.tls.secretName -}}
+{{- else -}}
+{{- printf "%s-tls" (include "phalanx.componentName" (dict "ctx" . "component" "api")) -}}
+{{- end -}}
+{{- end }}
+
+{{/* http or https: how the API service is reached. */}}
+{{- define "phalanx.api.scheme" -}}
+{{- if eq (include "phalanx.api.tlsSource" .) "insecure" }}http{{ else }}https{{ end -}}
+{{- end }}
+
+{{/* The names the API service's certificate is valid for: its Service, in every short form. */}}
+{{- define "phalanx.api.dnsNames" -}}
+{{- $svc := include "phalanx.componentName" (dict "ctx" . "component" "api") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" -}}
+{{- concat $names .Values.api.tls.dnsNames | uniq | toJson -}}
 {{- end }}

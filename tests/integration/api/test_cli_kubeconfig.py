@@ -53,7 +53,7 @@ def user_kubeconfig(plane: ControlPlane, who: Identity, path: Path, namespace: s
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [cluster],
-        "users": [{"name": who.name, "user": {"token": who.token}}],
+        "users": [{"name": who.name, "user": {"token": who.kube_token}}],
         "contexts": [{"name": who.name, "context": context}],
         "current-context": who.name,
     }

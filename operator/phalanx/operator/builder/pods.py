@@ -193,7 +193,10 @@ def standby_pod(
         "command": list(settings.standby_command),
         "resources": first.get("resources", {}),
     }
-    keep = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets", "runtimeClassName")
+    if "securityContext" in first:  # a namespace at the restricted Pod Security level admits
+        container["securityContext"] = first["securityContext"]  # it as it admits the template
+    keep = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets", "runtimeClassName",
+            "securityContext")  # fmt: skip
     spec = {k: v for k, v in spec.items() if k in keep}
     spec.update(containers=[container], restartPolicy="Never", terminationGracePeriodSeconds=0)
     _scheduling(job, spec)
