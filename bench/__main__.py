@@ -101,6 +101,7 @@ def main() -> int:
     measured = _commit()  # before the run writes its own (tracked) outputs
     results: dict[str, object] = {}
     timings: dict[str, float] = {}
+    failed: dict[str, str] = {}
     if args.only and args.results.exists():  # re-measure some: the others stay, with their run
         results = json.loads(args.results.read_text())
         results["about"] = _runs(results["about"])
@@ -124,6 +125,9 @@ def main() -> int:
             print(f"::: {name} {stopped}", flush=True)
             if out.exists() and out.stat().st_mtime >= time.time() - (time.monotonic() - started):
                 results[name] = json.loads(out.read_text()) | {"stopped": stopped}
+            else:
+                failed[name] = stopped
+                continue  # an earlier run's figures, if any, stay with that run's provenance
         timings[name] = round(time.monotonic() - started, 1)
     about = {
         "command": f"python -m bench --{chosen}" + (f" --only {args.only}" if args.only else ""),
@@ -136,7 +140,7 @@ def main() -> int:
     }
     if isinstance(results.get("about"), dict) and args.only:
         earlier = cast(dict[str, Any], results["about"])
-        runs = earlier["runs"] + [{**about, "benchmarks": names}]
+        runs = earlier["runs"] + [{**about, "benchmarks": list(timings), "failed": failed}]
         about = {**earlier, "runs": runs, "seconds": {**earlier["seconds"], **timings}}
     results["about"] = about
     args.results.write_text(json.dumps(results, indent=1))

@@ -1,6 +1,7 @@
 """Detection: a fault to the planner's decision about it, on the local backend, for a worker
-process that crashes, a node that is lost, and a node that hangs (SIGSTOP, every process of the
-pod frozen); the hang beside the same hang under stock torchrun, measured in the same run.
+process that crashes, a node that is lost, a node that hangs (SIGSTOP, every process of the pod
+frozen, its agent too) and a rank that hangs (its worker SIGSTOPped, the agent running); the hung
+rank beside the same hang under stock torchrun, measured in the same run.
 
 Why the decision: it is the end of detection (the restart is recovery, measured by
 `bench.recovery`). A fault's decision is the first Restart, Shrink or Hang event after it.
@@ -54,8 +55,11 @@ NODE_CONTROLLERS = f"{ControlPlane.controllers},nodelifecycle"
 SCENARIOS = {
     "crash": ("a worker process SIGKILLed", "worker", 0),
     "node": ("a node lost (hot spare standing by)", "spare", 1),
-    "hang": ("a node hung (SIGSTOP)", "hang", 0),
+    "hang": ("a node hung (every process of its pod SIGSTOPped: the node falls silent)", "hang", 0),
+    "hang-rank": ("a rank hung (its worker SIGSTOPped, the pod's agent running)", "hang-rank", 0),
 }
+TORCHRUN_BESIDE = "hang-rank"
+"""The scenario the torchrun hang baseline is the same fault as (one worker SIGSTOPped)."""
 
 
 def decisions(faults: int, kind: str, spares: int, workdir: Path) -> list[float]:

@@ -96,6 +96,8 @@ class Injector:
             fault = Fault("kill-rank", 0, rank=target * run.job.spec.nproc_per_node)
         elif self.kind == "hang":
             fault = Fault("hang-node", 0, node_rank=target)
+        elif self.kind == "hang-rank":
+            fault = Fault("hang-rank", 0, rank=target * run.job.spec.nproc_per_node)
         else:
             fault = Fault("kill-node", 0, node_rank=target, lose_node=True)
         record = inject.strike(run.cluster, run.job, fault, datetime.now(UTC))
@@ -103,7 +105,7 @@ class Injector:
             return
         run.faults.append(record)
         self.last_epoch = status.epoch
-        if self.kind not in ("worker", "hang"):  # a lost machine returns
+        if self.kind not in ("worker", "hang", "hang-rank"):  # a lost machine returns
             self.restore_at = time.monotonic() + (0.0 if self.kind == "spare" else 5.0)
 
 

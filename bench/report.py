@@ -154,13 +154,15 @@ DETECTION_NOTE = (
     "**Local backend.** A lost node's processes die with it here, so its pods' exits are seen at "
     "the runner's next look (it ticks every 0.2 s): the first two rows time the runner, not a "
     "detection, and are set beside nothing (a silent node on a real cluster, beside Kubernetes' "
-    'NodeReady on the same cluster, is in "Faults on kind" below). A hung node is found when '
-    "the job's step stops moving for its hang timeout: the quickstart job measured here sets "
-    "`failurePolicy.hangTimeoutSeconds: 10`; unset, it adapts, max(30 s, 10 x the step time). "
-    "The hang's baseline is measured in the same run: the same trainer with the same settings "
-    "under stock `torchrun --max-restarts=1`, a rank SIGSTOPped; its peers wait in the "
-    "collective until the trainer's collective timeout (300 s unless `spec.nccl.timeoutSeconds` "
-    "sets it) fails them and torchrun restarts the group (its decision: the new workers exist)."
+    'NodeReady on the same cluster, is in "Faults on kind" below). A hung node (its agent frozen '
+    "too) falls silent to its peers' agents (PeerSilent, 4 s without an answer). A hung rank "
+    "whose agent still runs is found when the job's step stops moving for its hang timeout: the "
+    "quickstart job measured here sets `failurePolicy.hangTimeoutSeconds: 10`; unset, it adapts, "
+    "max(30 s, 10 x the step time). The hung rank's baseline is measured in the same run: the "
+    "same trainer with the same settings under stock `torchrun --max-restarts=1`, a rank "
+    "SIGSTOPped; its peers wait in the collective until the trainer's collective timeout (300 s "
+    "unless `spec.nccl.timeoutSeconds` sets it) fails them and torchrun restarts the group (its "
+    "decision: the new workers exist)."
 )
 
 
@@ -173,7 +175,7 @@ def _detection_rows(figures: Figures) -> list[str]:
         seconds = scenario["seconds"]
         median = stats.median(seconds) if seconds else None
         baseline, ratio = "-", "-"
-        if name == "hang" and hang is not None:
+        if name == "hang-rank" and hang is not None:
             decided = hang["decision"]
             baseline = (f"torchrun, same trainer: restarts at {decided:.0f} s, trains again at "
                         f"{hang['training_again']:.0f} s" if decided is not None and
@@ -200,6 +202,9 @@ def _node_ready(figures: Figures) -> list[str]:
 
 
 def _api_rows(series: list[Figures]) -> list[str]:
+    """Each read on both sides, without a ratio: the service answers with job summaries from its
+    cache, the kube API with whole objects from etcd, so the two sides do not carry the same
+    payload (bench/results/suite/api.md gives each side's bytes)."""
     rows = []
     for mode, operation in dict.fromkeys((s["mode"], s["operation"]) for s in series):
         side = {s["side"]: s for s in series if (s["mode"], s["operation"]) == (mode, operation)}
@@ -209,7 +214,7 @@ def _api_rows(series: list[Figures]) -> list[str]:
         rows.append(
             f"| {operation} ({mode}) | {api['p50'] * 1000:.1f} / {api['p99'] * 1000:.1f} ms "
             f"| {api['rate']:.0f} | {kube['p50'] * 1000:.1f} / {kube['p99'] * 1000:.1f} ms "
-            f"| {kube['rate']:.0f} | {_ratio(kube['p50'], api['p50'])} |"
+            f"| {kube['rate']:.0f} |"
         )
     return rows
 
@@ -328,7 +333,7 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
 def _later_runs(about: Figures) -> list[str]:
     """The benchmarks re-measured after the run above (`python -m bench --only`), each with its
     own run: a ratio's two sides always come from one benchmark, so from one run."""
-    runs = about.get("runs") or []
+    runs = [r for r in about.get("runs") or [] if r["benchmarks"]]
     if not runs:
         return []
     return ["Re-measured since, replacing that run's figures for these benchmarks: "
@@ -389,10 +394,13 @@ def render(results: Figures, out: Path) -> str:
         lines += _controlplane_section(series)
         lines += ["", "![control-plane latency vs jobs](img/controlplane.png)", ""]
     if "api" in results:
-        lines += ["## API service: reads from its watch cache beside the same reads from the kube API",
-                  "", f"{results['api']['jobs']} TrainingJobs, the same caller and token on both sides.", "",
-                  "| read | API p50 / p99 | API req/s | kube p50 / p99 | kube req/s | kube / API p50 |",
-                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += ["## API service: reads from its watch cache beside reads of the same jobs from the kube API",
+                  "", f"{results['api']['jobs']} TrainingJobs, the same caller on both sides, on "
+                  "loopback with the real API server. Not the same payload, so no ratio: the "
+                  "service answers with job summaries from its cache, the kube API with whole "
+                  "objects (bench/results/suite/api.md gives each side's bytes and transport).", "",
+                  "| read | API p50 / p99 | API req/s | kube p50 / p99 | kube req/s |",
+                  "| --- | --- | --- | --- | --- |"]  # fmt: skip
         lines += _api_rows(results["api"]["series"])
         lines.append("")
     if faults := kind_faults.load():

@@ -1,6 +1,7 @@
 """The chart on a real cluster: what it renders is valid for the API server, `helm test` passes,
-the operator has least privilege, it survives its own pod being deleted in the middle of a resize,
-and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by design)."""
+the operator has only the rights the chart gives it, it survives its own pod being deleted in the
+middle of a resize, and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by
+design)."""
 
 from __future__ import annotations
 

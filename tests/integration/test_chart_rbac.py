@@ -307,12 +307,14 @@ def test_the_helm_test_smoke_script_passes_against_the_chart_identities(
     tmp_path: Path,
 ) -> None:  # fmt: skip
     tester = identity(kube_client, namespace, "smoke-test")  # no Role, like the test pod's
-    token = tmp_path / "token"
-    token.write_text(tester.token)
+    token, api_token = tmp_path / "token", tmp_path / "api-token"
+    token.write_text(tester.kube_token)  # the pod's own token, for the kube API
+    api_token.write_text(tester.token)  # its projected token, for the service's audience
     env = {
         **os.environ,
         "KUBE_API_URL": control_plane.server,
         "KUBE_TOKEN_FILE": str(token),
+        "PHALANX_API_TOKEN_FILE": str(api_token),
         "KUBE_CA_FILE": str(control_plane.pki.ca_cert),
         "PHALANX_API_URL": chart_api,
         "POD_NAMESPACE": namespace,

@@ -18,9 +18,7 @@ from tests.support.controlplane import free_port, wait_until
 
 
 @contextmanager
-def running_api(
-    api: k8s.ApiClient, ca: Path | None = None, **settings: object
-) -> Iterator[str]:
+def running_api(api: k8s.ApiClient, ca: Path | None = None, **settings: object) -> Iterator[str]:
     """The service with `api` as its own identity; yields its base URL once /readyz is ok. With
     `tls_cert_file` and `tls_key_file` among the settings it serves HTTPS, and `ca` is what its
     certificate is checked against while waiting for it, as `phalanx-api` would serve them."""

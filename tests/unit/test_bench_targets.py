@@ -28,7 +28,9 @@ def measured(results: dict[str, Any], kind: list[dict[str, Any]] | None = None) 
     return [c for c in checks(results, kind) if c.met is not None]
 
 
-def by_id(results: dict[str, Any], kind: list[dict[str, Any]] | None = None) -> dict[str, list[bool | None]]:
+def by_id(
+    results: dict[str, Any], kind: list[dict[str, Any]] | None = None
+) -> dict[str, list[bool | None]]:
     found: dict[str, list[bool | None]] = {}
     for c in checks(results, kind):
         found.setdefault(c.target.id, []).append(c.met)
@@ -56,7 +58,10 @@ def test_recovery_targets_hold_at_their_limits_and_fail_past_them() -> None:
     found = by_id({"recovery": {"scenarios": at_limits}})
     assert [found[k] for k in ("recovery-worker", "recovery-spare", "recovery-shrink",
                                "shrink-one-restart")] == [[True]] * 4  # fmt: skip
-    past = at_limits | {"worker": scenario(1.0, 6.01), "shrink": scenario(1.0, 2.0, restarts=[1, 2])}
+    past = at_limits | {
+        "worker": scenario(1.0, 6.01),
+        "shrink": scenario(1.0, 2.0, restarts=[1, 2]),
+    }
     found = by_id({"recovery": {"scenarios": past}})
     assert found["recovery-worker"] == [False]  # its maximum is past 6 s
     assert found["shrink-one-restart"] == [False]
@@ -144,4 +149,6 @@ def test_kind_targets_take_the_worst_run_and_count_restarts() -> None:
 def test_the_published_report_carries_every_target() -> None:
     report = (ROOT / "docs" / "benchmarks.md").read_text()
     missing = [t.what for t in load() if f"| {t.what} |" not in report]
-    assert not missing, f"docs/benchmarks.md lacks targets (rerun python -m bench.report): {missing}"
+    assert not missing, (
+        f"docs/benchmarks.md lacks targets (rerun python -m bench.report): {missing}"
+    )

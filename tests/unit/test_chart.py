@@ -155,7 +155,8 @@ def test_the_api_service_reads_every_setting_the_chart_sets(
     from_chart = ServerSettings()
     assert (from_chart.host, from_chart.port) == ("0.0.0.0", 8000)
     assert not from_chart.insecure_local_credentials
-    assert from_chart.tls and not from_chart.insecure_http, "the chart serves HTTPS by default"
+    assert from_chart.tls, "the chart serves HTTPS by default"
+    assert not from_chart.insecure_http
     assert from_chart.tls_cert_file == Path("/etc/phalanx/tls/tls.crt")
     for name in ServerSettings.model_fields:
         monkeypatch.delenv(f"PHALANX_API_{name.upper()}", raising=False)

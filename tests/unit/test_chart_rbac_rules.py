@@ -1,4 +1,4 @@
-"""The chart's RBAC is least privilege: no wildcard, nothing on secrets, and every verb justified
+"""The chart's RBAC names what it uses: no wildcard, nothing on secrets, and every verb justified
 by the code that uses it (a table below); with namespaces to watch, Roles there and only what
 must be cluster-wide stays so; the helm test pod holds no rights.
 """

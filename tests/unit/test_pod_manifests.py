@@ -130,9 +130,9 @@ def test_every_pod_of_a_restricted_template_passes_the_restricted_level(inject: 
         "warm standby": standby_pod(job, 1, 0, settings, warm=True),
         "cold standby": standby_pod(job, 1, 0, settings),
     }
-    assert {kind: podsecurity.violations(pod) for kind, pod in built.items()} == dict.fromkeys(
-        built, []
-    )
+    assert {kind: podsecurity.violations(pod) for kind, pod in built.items()} == {
+        key: [] for key in built
+    }
     template["securityContext"] = {}  # the check can fail: the template alone decides
     bare = TrainingJob.model_validate(manifest)
     assert podsecurity.violations(standby_pod(bare, 1, 0, settings))

@@ -22,7 +22,7 @@ def test_plain_http_is_fine_on_loopback_only() -> None:
     assert not ServerSettings().tls
     assert ServerSettings(host="::1").host == "::1"
     assert ServerSettings(host="localhost").host == "localhost"
-    with pytest.raises(ValidationError, match="tls_cert_file and tls_key_file.*insecure_http"):
+    with pytest.raises(ValidationError, match=r"tls_cert_file and tls_key_file.*insecure_http"):
         ServerSettings(host="0.0.0.0")
     assert ServerSettings(host="0.0.0.0", insecure_http=True).insecure_http
 
@@ -42,4 +42,5 @@ def test_the_command_says_why_it_will_not_start_in_one_line() -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("phalanx-api: ")
-    assert "PHALANX_API_TLS_CERT_FILE" in done.stderr and "PHALANX_API_INSECURE_HTTP" in done.stderr
+    assert "PHALANX_API_TLS_CERT_FILE" in done.stderr
+    assert "PHALANX_API_INSECURE_HTTP" in done.stderr

@@ -60,7 +60,6 @@ class ServerSettings(BaseSettings):
     page_size_max: Annotated[int, Field(ge=1)] = 500
     """The largest `limit` a list accepts."""
 
-
     @model_validator(mode="after")
     def _tls_or_said_otherwise(self) -> ServerSettings:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):

@@ -29,7 +29,7 @@ def target(cluster: LocalCluster, job: TrainingJob, fault: Fault) -> LocalPod | 
     status = job.status
     if status is None or status.phase != "Running":
         return None
-    if fault.kind == "kill-rank" and fault.rank is not None:
+    if fault.kind in ("kill-rank", "hang-rank") and fault.rank is not None:
         node_rank = fault.rank // job.spec.nproc_per_node
     else:
         node_rank = fault.node_rank if fault.node_rank is not None else status.nodes - 1
@@ -52,13 +52,15 @@ def strike(
             else:
                 cluster.kill(pod, f"node {pod.node} processes killed (injected: kill-node)")
         case "kill-rank":
-            assert fault.rank is not None
-            report = pod.agent()
-            pid = report.workers.get(str(fault.rank)) if report is not None else None
-            if pid is None:  # no agent (torchrun or the script as the command): find it by env
-                pid = processes.find_by_env(pod.process.pid, env.RANK, str(fault.rank))
+            pid = _worker(pod, fault)
             if pid is None or not processes.kill_pid(pid):
                 return None
+            record.rank = fault.rank
+        case "hang-rank":
+            pid = _worker(pod, fault)
+            if pid is None:
+                return None
+            processes.signal_tree(pid, signal.SIGSTOP)
             record.rank = fault.rank
         case "hang-node":
             processes.signal_tree(pod.process.pid, signal.SIGSTOP)
@@ -69,11 +71,23 @@ def strike(
     return record
 
 
+def _worker(pod: LocalPod, fault: Fault) -> int | None:
+    """The pid of the fault's worker rank in `pod`, from its agent's report, else by env."""
+    assert fault.rank is not None
+    assert pod.process is not None
+    report = pod.agent()
+    pid = report.workers.get(str(fault.rank)) if report is not None else None
+    if pid is None:  # no agent (torchrun or the script as the command): find it by env
+        pid = processes.find_by_env(pod.process.pid, env.RANK, str(fault.rank))
+    return pid
+
+
 def describe(record: InjectedFault) -> str:
     what = {
         "kill-node": "SIGKILLed the node",
         "kill-rank": f"SIGKILLed worker rank {record.rank} on",
         "hang-node": "SIGSTOPped the node",
+        "hang-rank": f"SIGSTOPped worker rank {record.rank} on",
         "slow-node": "throttled the CPU of the node",
     }[record.kind]
     where = f"{what} {record.node} ({record.pod})"

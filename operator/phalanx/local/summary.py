@@ -26,7 +26,7 @@ class InjectedFault(KubeModel):
     """A failure the run injected (`--kill-node-at`, `--kill-rank`, `--hang-node-at`)."""
 
     kind: str
-    """kill-node, kill-rank or hang-node."""
+    """kill-node, kill-rank, hang-node, hang-rank or slow-node."""
 
     time: datetime
     """When it struck."""

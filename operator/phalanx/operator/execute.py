@@ -5,11 +5,12 @@ Why this order: the status write records the epoch before any of its pods exist,
 killed half-way resumes the same epoch from status, and deterministic pod names make a repeated
 create a no-op. No epoch is skipped or repeated, and no pod is duplicated.
 
-A create the API server refuses as Invalid (422) is not an API hiccup: the same request would be
-refused again. It becomes a `ChildRefusal` here, at the boundary (`ChildRefusedError` inside);
-the plan's other creations are skipped, its deletions and events still happen, and `apply`
-reports the refusal so that the next plan records it as a ConfigurationError (the planner decides
-what it means; see `phalanx.operator.planner.refusal`).
+A create the API server refuses as Invalid (422), or a pod its PodSecurity admission does not
+admit (403), is not an API hiccup: the same request would be refused again. It becomes a
+`ChildRefusal` here, at the boundary (`ChildRefusedError` inside); the plan's other creations are
+skipped, its deletions and events still happen, and `apply` reports the refusal so that the next
+plan records it as a ConfigurationError (the planner decides what it means; see
+`phalanx.operator.planner.refusal`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from phalanx.operator.planner import (
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
 INVALID = 422
+FORBIDDEN = 403
 """The API server's answer to an object it will never accept as it is (Status reason Invalid)."""
 CREATIONS = (EnsureChildren, EnsurePodGroup, CreateNodePod, CreateStandbyPod)
 Manifest = dict[str, Any]
@@ -82,6 +84,19 @@ class Applied:
 def _tolerate(error: ApiException, *codes: int) -> None:
     if error.status not in codes:
         raise error
+
+
+POD_SECURITY_REFUSAL = "violates PodSecurity"
+"""How the API server's PodSecurity admission words a pod it does not admit (a 403): like an
+Invalid object, the same pod is refused until the template changes. Other 403s (RBAC, a quota)
+are not about the spec and stay errors that are retried."""
+
+
+def refuses_for_good(error: ApiException) -> bool:
+    """Whether the API server refused this very object, so that creating it again is futile."""
+    if error.status == INVALID:
+        return True
+    return error.status == FORBIDDEN and POD_SECURITY_REFUSAL in api_message(error)
 
 
 def api_message(error: ApiException) -> str:
@@ -191,11 +206,12 @@ class Executor:
     def _create(
         self, job: TrainingJob, create: Callable[[Any], object], manifest: Manifest
     ) -> None:
-        """Create if absent (409 is success); 422 raises ChildRefusedError."""
+        """Create if absent (409 is success); a refusal of the object itself (422, or a pod
+        PodSecurity admission does not admit) raises ChildRefusedError."""
         try:
             create(manifest)
         except ApiException as error:
-            if error.status == INVALID:
+            if refuses_for_good(error):
                 refusal = ChildRefusal(
                     kind=manifest["kind"],
                     name=manifest["metadata"]["name"],

@@ -5,7 +5,9 @@ and RoleBinding are created; the worst case (longest name, last epoch, last rank
 passes the API server's own validation (server-side dry run); and a child the API server refuses
 as Invalid although the job was admitted (a container port name the CRD passes through) gives a
 ConfigurationError condition and a Warning event in the API server's words, is not retried for
-the same spec however often the job is reconciled, and is tried again once the spec is fixed.
+the same spec however often the job is reconciled, and is tried again once the spec is fixed; in
+a namespace enforcing the `restricted` Pod Security level, the node pods and the standby of a
+template that meets it are admitted, and a template that does not is a ConfigurationError.
 """
 
 from __future__ import annotations
@@ -125,3 +127,40 @@ def test_invalid_child_is_a_configuration_error_not_a_retry_loop(cluster: Cluste
     assert condition(status, "ConfigurationError")["status"] == "False"
     assert condition(status, "ConfigurationError")["reason"] == "SpecChanged"
     assert refused_pod_creates(cluster.api) == before + 1
+
+
+RESTRICTED_TEMPLATE = {"spec": {
+    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [{"name": "trainer", "image": "phalanx/trainer:test", "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+}}  # fmt: skip
+
+
+def test_pod_security_admission_admits_every_pod_of_a_restricted_template(cluster: Cluster) -> None:
+    """In a namespace that enforces `restricted`, the API server's own PodSecurity admission
+    admits the node pods and the standby of a template that meets the level; a template that
+    does not is a ConfigurationError in the admission's words, not a create retried forever."""
+    core = k8s.CoreV1Api(cluster.api)
+    level = "pod-security.kubernetes.io/enforce"
+    core.patch_namespace(cluster.namespace, {"metadata": {"labels": {level: "restricted"}}})
+    try:
+        cluster.create_job("secure", replicas={"min": 2, "max": 2}, spares=1,
+                           template=RESTRICTED_TEMPLATE)  # fmt: skip
+        cluster.kubelet.start_gang("secure", 1, 2)
+        wait_until(lambda: cluster.kubelet.pods("secure", role="standby"), 20, "the standby pod")
+        status = cluster.wait_status("secure", lambda s: s.get("phase") == "Running", "Running")
+        assert condition(status, "ConfigurationError") == {}
+
+        cluster.create_job("insecure", replicas={"min": 2, "max": 2})
+        status = cluster.wait_status(
+            "insecure",
+            lambda s: condition(s, "ConfigurationError").get("status") == "True",
+            "a ConfigurationError condition",
+        )
+        refused = condition(status, "ConfigurationError")
+        assert refused["reason"] == "RefusedByAPIServer"
+        assert 'violates PodSecurity "restricted' in refused["message"]
+        assert cluster.kubelet.pods("insecure") == {}
+    finally:
+        core.patch_namespace(cluster.namespace, {"metadata": {"labels": {level: None}}})
