@@ -5,8 +5,9 @@ decision and to the first training step after it, the failures and events, and, 
 node, when Kubernetes marked the node NotReady on the same cluster in the same run.
 `python -m bench.kind_faults` keeps that run's records in bench/results/kind/faults.jsonl with the
 commit they ran at; `python -m bench.report` renders them. Kind figures: real pods on this
-machine's kind cluster (its node-monitor grace period is 20 s, `tests/tools/kind.sh`), not
-comparable with the local backend's tables.
+machine's kind cluster (its node-monitor grace period is 20 s unless `PHALANX_KIND_NODE_GRACE`
+says otherwise, `tests/tools/kind.sh`; each record says which), not comparable with the local
+backend's tables.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ CASES = {
     "node-lost-spare": "a node lost, `spares: 1`",
     "silent-node-spare": "a node frozen (`docker pause`), `spares: 1`, default failure policy",
     "rank-hung": "a rank SIGSTOPped, `hangTimeoutSeconds: 10`",
+    "rank-hung-default": "a rank SIGSTOPped, the default (adaptive) hang timeout",
 }
 
 
@@ -58,8 +60,8 @@ def section(records: list[dict[str, Any]]) -> list[str]:
         "## Faults on kind: the reference trainer",
         "",
         "Measured by `make e2e` (`tests/e2e/test_faults.py`) on this machine's kind cluster "
-        "(Kubernetes v1.33.13, 3 worker nodes, node-monitor grace period 20 s), at the commits "
-        "shown. Decision: the operator's record of the failure; training again: the trainer's "
+        "(Kubernetes v1.33.13, 3 worker nodes; its node-monitor grace period is the suite's 20 s "
+        "unless the row names Kubernetes' default, 50 s), at the commits shown. Decision: the operator's record of the failure; training again: the trainer's "
         "first step after its resume, from its step log; NodeReady: when Kubernetes marked a "
         "frozen node NotReady, on the same cluster in the same run. Restarts: the job's "
         "Restart events for the one fault. Resumed from: the checkpoint's step, and for a "
@@ -78,10 +80,14 @@ def section(records: list[dict[str, Any]]) -> list[str]:
         resumed = str(r.get("resumed_from_step", "-"))
         if "steps_redone" in r:
             resumed += f" ({r['steps_redone']} redone)"
+        not_ready = _seconds(r.get("node_not_ready_s"))
+        if r.get("node_not_ready_s") is not None:
+            grace = r.get("node_monitor_grace_s")
+            not_ready += f" (grace period {grace:.0f} s)" if grace else " (grace period 20 s)"
         lines.append(
             f"| {what} | {found} | {restarts} | {_seconds(r.get('fault_to_decision_s'))} | "
-            f"{_seconds(r.get('fault_to_first_step_s'))} | {resumed} | "
-            f"{_seconds(r.get('node_not_ready_s'))} | {r['commit']} |"
+            f"{_seconds(r.get('fault_to_first_step_s'))} | {resumed} | {not_ready} | "
+            f"{r['commit']} |"
         )
     return [*lines, ""]
 

@@ -26,7 +26,9 @@ from typing import Any, cast
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from prometheus_client.parser import text_string_to_metric_families
 
+from phalanx.local.faults import parse_duration
 from phalanx.models.job import GROUP, PLURAL, VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +40,8 @@ TORCH_VOLUME = {
 }
 TORCH_MOUNT = {"name": "phalanx-torch", "mountPath": "/opt/phalanx-torch", "readOnly": True}
 CHECKPOINT_CLAIM = "phalanx-checkpoints"
+KUBERNETES_NODE_GRACE_SECONDS = 50.0
+"""kube-controller-manager's --node-monitor-grace-period default in v1.33 (50 s since v1.32)."""
 SHARED_IN_NODE = "/var/phalanx/shared"
 ARTIFACTS = Path(os.environ.get("PHALANX_TEST_ARTIFACTS", REPO_ROOT / "build/test-artifacts"))
 
@@ -152,6 +156,30 @@ class KindCluster:
         wait_for(lambda: self.ready(node), 180, f"node {node} Ready again", interval=2)
         run(["bash", KIND_SH, "net"])
         self.advertise_fake_gpus()
+
+    def operator_metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """The operator's /metrics through the API server's service proxy, by sample name and
+        labels (the chart's Service phalanx-operator-metrics in phalanx-system)."""
+        text = self.kubectl(
+            "get", "--raw",
+            "/api/v1/namespaces/phalanx-system/services/phalanx-operator-metrics:metrics/proxy/metrics",
+        ).stdout  # fmt: skip
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def node_monitor_grace_seconds(self) -> float:
+        """kube-controller-manager's node-monitor-grace-period on this cluster, from its pod's
+        command (tests/tools/kind.sh sets it; Kubernetes v1.33's default is 50 s)."""
+        pods = self.core.list_namespaced_pod(
+            "kube-system", label_selector="component=kube-controller-manager"
+        ).items
+        for argument in pods[0].spec.containers[0].command if pods else []:
+            if argument.startswith("--node-monitor-grace-period="):
+                return parse_duration(argument.split("=", 1)[1])
+        return KUBERNETES_NODE_GRACE_SECONDS
 
     def freeze_node(self, node: str) -> None:
         """A silent node: every process of its container freezes (the cgroup freezer), so its

@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client as k8s
 
 from phalanx.models.names import standby_pod_name
+from phalanx.operator.planner.timeline import PARTS
 from tests.e2e import faults
 from tests.e2e.cluster import (
     FAKE_GPUS_PER_NODE,
@@ -42,6 +43,8 @@ CASES: dict[str, tuple[Inject, set[str]]] = {
     "pod-deleted": (faults.delete_pod, {"PodDeleted"}),
     "node-lost": (faults.lose_node, {"PeerSilent"}),
     "rank-hung": (faults.hang_worker, {"Hang"}),
+    # The failure policy's defaults: the adaptive hang timeout, max(30 s, 10 x the step time).
+    "rank-hung-default": (faults.hang_worker, {"Hang"}),
 }
 JOB = "faulty"
 
@@ -63,7 +66,10 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     inject, reasons = CASES[case]
     node_lost = case == "node-lost"
     steps = 400 if node_lost else 150
-    kind.create_job(namespace, for_kind(training_job(JOB, steps=steps)))
+    job = for_kind(training_job(JOB, steps=steps))
+    if case.endswith("-default"):
+        del job["spec"]["failurePolicy"]["hangTimeoutSeconds"]
+    kind.create_job(namespace, job)
     log = step_log(kind, namespace)
 
     before = kind.wait_status(
@@ -72,6 +78,7 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     )  # fmt: skip
     epoch = before["epoch"]
     victim = kind.running_pod(namespace, JOB, epoch, rank=2)
+    metrics_before = kind.operator_metrics()
     fault_at = time.time()
     inject(kind, victim)
 
@@ -96,6 +103,8 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
                             "Succeeded", timeout=600)  # fmt: skip
     assert done["progress"]["step"] == steps
+    if not node_lost:  # (growing back is a second restart, of its own kind)
+        _metrics_tell_the_recovery(kind, namespace, metrics_before, done, first_step - fault_at)
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
     if node_lost:  # closing ranks is a restart at the size that runs (no Shrink event needed)
         assert "Grow" in reasons_seen, reasons_seen
@@ -175,7 +184,41 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
     record("silent-node-spare", fault_to_decision_s=_decided(failures[0], fault_at),
            fault_to_first_step_s=round(first_step - fault_at, 1),
            node_not_ready_s=round(not_ready_at - fault_at, 1), trained_epoch=trained_epoch,
+           node_monitor_grace_s=kind.node_monitor_grace_seconds(),
            failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
+
+
+def _metrics_tell_the_recovery(
+    kind: KindCluster, namespace: str, before: dict[Any, float], done: dict[str, Any],
+    measured: float,
+) -> None:  # fmt: skip
+    """The operator's metrics after one real recovery agree with the job's status and with the
+    recovery this test measured: one infrastructure restart, the lost training seconds and the
+    goodput of the status, its spares, and one observation of the recovery and of each part."""
+    after = kind.operator_metrics()
+    job = {("namespace", namespace), ("job", JOB)}
+
+    def value(name: str, labels: set[tuple[str, str]], where: dict[Any, float]) -> float:
+        return where.get((name, frozenset(labels)), 0.0)
+
+    def grew(name: str, labels: set[tuple[str, str]]) -> float:
+        return value(name, labels, after) - value(name, labels, before)
+
+    infrastructure = job | {("class", "infrastructure")}
+    assert value("phalanx_restarts_total", infrastructure, after) == done["restarts"]["total"] == 1
+    assert value("phalanx_lost_training_seconds_total", job, after) == pytest.approx(
+        done["lostSeconds"], abs=0.01
+    )
+    assert value("phalanx_goodput_ratio", job, after) == pytest.approx(done["goodput"], abs=1e-6)
+    assert value("phalanx_spares", job, after) == done.get("spares", 0)
+    assert grew("phalanx_recovery_seconds_count", {("class", "infrastructure")}) == 1
+    observed = grew("phalanx_recovery_seconds_sum", {("class", "infrastructure")})
+    # The operator's recovery ends when it sees the first step (its part "report"), this
+    # test's when the trainer logged it.
+    report = grew("phalanx_recovery_part_seconds_sum", {("part", "report")})
+    assert observed == pytest.approx(measured + report, abs=1.5), (observed, measured, report)
+    parts = {p: grew("phalanx_recovery_part_seconds_count", {("part", p)}) for p in PARTS}
+    assert parts == dict.fromkeys(PARTS, 1.0), parts
 
 
 def _decided(failure: dict[str, Any], fault_at: float) -> float:

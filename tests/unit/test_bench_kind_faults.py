@@ -36,7 +36,14 @@ def test_only_the_matrix_cases_are_kept_with_their_commit(tmp_path: Path) -> Non
 def test_the_section_shows_each_cases_newest_record_in_the_matrix_order() -> None:
     records = [
         _record("silent-node-spare", 9.0, 12.0, node_not_ready_s=30.0, commit="a"),
-        _record("silent-node-spare", 4.6, 6.1, node_not_ready_s=24.3, commit="b"),
+        _record(
+            "silent-node-spare",
+            4.6,
+            6.1,
+            node_not_ready_s=24.3,
+            commit="b",
+            node_monitor_grace_s=50.0,
+        ),
         _record("node-lost", 2.5, 3.9, commit="b", resumed_from_step=10),
         _record("pod-preempted", 0.4, 6.2, commit="b", resumed_from_step=19, steps_redone=0),
     ]
@@ -47,5 +54,7 @@ def test_the_section_shows_each_cases_newest_record_in_the_matrix_order() -> Non
         "| a node lost (its container killed), no spare | PeerSilent | 1 | 2.5 s | 3.9 s | 10 | - "
         "| b |",
         "| a node frozen (`docker pause`), `spares: 1`, default failure policy | PeerSilent | 1 "
-        "| 4.6 s | 6.1 s | - | 24.3 s | b |",
+        "| 4.6 s | 6.1 s | - | 24.3 s (grace period 50 s) | b |",
     ]
+    older = [line for line in kind_faults.section(records[:1]) if line.startswith("| a ")]
+    assert older[0].endswith("| 30.0 s (grace period 20 s) | a |"), "recorded before it was named"
