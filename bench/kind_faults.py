@@ -30,18 +30,21 @@ CASES = {
     "node-lost-spare": "a node lost, `spares: 1`",
     "silent-node-spare": "a node frozen (`docker pause`), `spares: 1`, default failure policy",
     "rank-hung": "a rank SIGSTOPped, `hangTimeoutSeconds: 10`",
-    "rank-hung-default": "a rank SIGSTOPped, the default (adaptive) hang timeout",
+    "rank-hung-default": "a rank SIGSTOPped, default failure policy (its agent's stopped-worker "
+    "check, 10 s)",
 }
 
 
 def collect(source: Path = SOURCE, kept: Path = KEPT) -> list[dict[str, Any]]:
-    """The fault-matrix records of the run in `source`, written to `kept` with the commit."""
+    """The fault-matrix records of the run in `source`, added to `kept` with the commit (earlier
+    runs' records stay: the report shows each case's newest, the targets take every run)."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, check=True, cwd=ROOT).stdout.strip()  # fmt: skip
     records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
     mine = [{**r, "commit": commit} for r in records if r.get("case") in CASES]
     kept.parent.mkdir(parents=True, exist_ok=True)
-    kept.write_text("".join(json.dumps(r) + "\n" for r in mine))
+    with kept.open("a") as out:
+        out.write("".join(json.dumps(r) + "\n" for r in mine))
     return mine
 
 

@@ -292,7 +292,8 @@ CHECKERS: dict[str, Checker] = {
     "kind-recovery": _kind_recovery,
     "hang-decision": _hang_decision,
     "hang-10s": _kind_figure("rank-hung", "fault_to_first_step_s", 13.0),
-    "hang-default": _kind_figure("rank-hung-default", "fault_to_first_step_s", 40.0),
+    # A rank that stalls while running (not SIGSTOPped: its agent finds a stopped worker first).
+    "hang-default": _kind_figure("rank-stalled-default", "fault_to_first_step_s", 40.0),
     "silent-node-3s": _kind_figure("silent-node-spare", "fault_to_decision_s", 3.0),
     "silent-node-default-grace": _silent_node_default_grace,
     "kind-one-restart": _kind_one_restart,

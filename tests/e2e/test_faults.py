@@ -43,7 +43,8 @@ CASES: dict[str, tuple[Inject, set[str]]] = {
     "pod-deleted": (faults.delete_pod, {"PodDeleted"}),
     "node-lost": (faults.lose_node, {"PeerSilent"}),
     "rank-hung": (faults.hang_worker, {"Hang"}),
-    # The failure policy's defaults: the adaptive hang timeout, max(30 s, 10 x the step time).
+    # The failure policy's defaults: a stopped worker is its agent's to find (10 s), before the
+    # adaptive step-hang timeout (max(30 s, 10 x the step time)) could fire.
     "rank-hung-default": (faults.hang_worker, {"Hang"}),
 }
 JOB = "faulty"
