@@ -32,6 +32,8 @@ CASES = {
     "rank-hung": "a rank SIGSTOPped, `hangTimeoutSeconds: 10`",
     "rank-hung-default": "a rank SIGSTOPped, default failure policy (its agent's stopped-worker "
     "check, 10 s)",
+    "rank-stalled-default": "a rank stalled while alive (ptrace-held), default failure policy "
+    "(the adaptive step-hang timeout, 30 s here)",
 }
 
 

@@ -111,6 +111,13 @@ class KindCluster:
         return run([self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
                    check=check, stdin=stdin, timeout=timeout)  # fmt: skip
 
+    def kubectl_popen(self, *args: str) -> subprocess.Popen[str]:
+        """kubectl left running (an exec that holds something until it is ended)."""
+        return subprocess.Popen(
+            [str(self.kubectl_bin), "--kubeconfig", str(self.kubeconfig), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
     def helm(
         self, *args: str, check: bool = True, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:

@@ -46,6 +46,9 @@ CASES: dict[str, tuple[Inject, set[str]]] = {
     # The failure policy's defaults: a stopped worker is its agent's to find (10 s), before the
     # adaptive step-hang timeout (max(30 s, 10 x the step time)) could fire.
     "rank-hung-default": (faults.hang_worker, {"Hang"}),
+    # A rank that stalls while alive (no stopped process to see): only the step-hang timeout
+    # finds it, at its default.
+    "rank-stalled-default": (faults.stall_worker, {"Hang"}),
 }
 JOB = "faulty"
 
@@ -83,8 +86,11 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     fault_at = time.time()
     inject(kind, victim)
 
-    trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 300,
-                                         "the first training step of a new epoch")  # fmt: skip
+    try:
+        trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 300,
+                                             "the first training step of a new epoch")  # fmt: skip
+    finally:
+        faults.release_stalls()
     after = kind.status(namespace, JOB)
     failure = next(f for f in after["failures"] if f["epoch"] == epoch)
     assert failure.get("class") == "infrastructure", failure

@@ -272,6 +272,22 @@ def test_hang_restarts_within_the_timeout() -> None:
     assert "Hang" in events(plan)
 
 
+def test_a_hangs_recovery_and_lost_time_count_from_the_last_step_seen() -> None:
+    """A hung job stopped training when its step last moved (12 s), not when the timeout ran out
+    (22 s): its recovery to the new epoch's first step (30 s) is 18 s, all of it lost."""
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5)), at(12))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5)), at(22))
+    assert j.status is not None
+    lost_before = j.status.lost_seconds
+    j, _ = step(j, Observed(), at(23))
+    j, plan = step(j, Observed(pods=tuple(pods(2, 4)), heartbeat=beat(2, 6)), at(30))
+    [recovery] = plan.of_type(ObserveRecovery)
+    assert recovery.seconds == 18
+    assert j.status is not None
+    assert j.status.lost_seconds - lost_before >= 18
+
+
 def test_an_epoch_without_a_step_yet_is_starting_not_hung() -> None:
     j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
     j, _ = step(j, Observed(pods=tuple(pods(1, 4))), at(12))

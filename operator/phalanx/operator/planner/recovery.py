@@ -302,6 +302,9 @@ def hang(d: Decision, config: PlannerConfig) -> bool:
     stalled = timeout.seconds + (d.now - due).total_seconds()
     message = f"no progress for {stalled:.0f} s at step {progress.step} (timeout {timeout.why})"
     d.event(EventReason.HANG, message, "Warning")
+    # The job stopped training when its step last moved, not when the timeout ran out: the
+    # recovery (and the time lost) counts from there.
+    d.status.failed_at = d.status.failed_at or progress.updated_at
     epoch = f"epoch {d.status.epoch}"
     restart(d, [Verdict("infrastructure", FailureReason.HANG, pod=epoch, message=message)])
     return True
