@@ -124,12 +124,12 @@ e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tes
 
 # What CI runs on kind (the whole suite, 24 min, would leave a cold CI little margin under its
 # 90): the chart on the cluster (with a job in a namespace enforcing the restricted Pod Security
-# level), the examples that run scripts, the main faults (a worker
+# level), a worker OOM-killed, the examples that run scripts, the main faults (a worker
 # killed, a node lost, a silent node, a pod preempted, a node lost with a spare), a user's image and
 # six third-party cases in it (every program's lost node with a spare, which `hot_spare` picks,
 # and Lightning's kill and stop: about 4.5 min of tests/e2e/test_third_party.py's 9), the
 # uninstall. The full suite passes in about 24 min here (README); CI keeps to this part.
-E2E_REDUCED := every_example_is_run or renders or helm_test or restricted_namespace or secrets or quickstart or worker-killed or node-lost or silent_node or preempted or hot_spare or python_script or progress_script or users_image or without_python or framework_script or stopped_worker or (third_party and lightning) or uninstall
+E2E_REDUCED := every_example_is_run or renders or helm_test or restricted_namespace or memory_limit or secrets or quickstart or worker-killed or node-lost or silent_node or preempted or hot_spare or python_script or progress_script or users_image or without_python or framework_script or stopped_worker or (third_party and lightning) or uninstall
 
 .PHONY: e2e-reduced
 e2e-reduced: kind-up chart-tools ## The e2e suite's chart checks, one job and one fault (what CI runs)

@@ -4,6 +4,7 @@ writes is what the operator reads."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -55,4 +56,10 @@ def test_pods_update_only_their_jobs_lease(
 
     stored = leases.read_namespaced_lease("mine-heartbeat", namespace)
     assert stored.spec.holder_identity == "mine-3-0"
-    assert observe.heartbeat(kube_client.sanitize_for_serialization(stored)) == beat
+    body = kube_client.sanitize_for_serialization(stored)
+    assert observe.heartbeat(body) == beat
+    # The agent's renewal, as the operator reads it (a still step is a hang only while renewed).
+    facts = observe.lease_facts(body)
+    assert facts is not None
+    assert facts.renewed is not None
+    assert abs((datetime.now(UTC) - facts.renewed).total_seconds()) < 30

@@ -106,6 +106,9 @@ class FailureReason(StrEnum):
     PREFLIGHT_FAILED = "PreflightFailed"
     KILLED = "Killed"
     """Killed by a signal."""
+    OOM_KILLED = "OOMKilled"
+    """Killed for memory: Kubernetes' word for a container, the agent's for a worker the kernel's
+    OOM killer picked (exit 74)."""
     AGENT_CANNOT_RUN = "AgentCannotRun"
     """The agent injected into the pod could not run in its image (no Python there to run it,
     or one older than 3.9). Not counted against a budget: the job goes on without it."""

@@ -11,6 +11,9 @@ from typing import Final
 OK: Final = 0
 APPLICATION: Final = 1
 """A worker (user code) failed."""
+OOM_KILLED: Final = 74
+"""A worker was killed by the kernel's OOM killer (the pod's memory cgroup counted the kill):
+what Kubernetes calls OOMKilled when the container's main process is the one killed."""
 COMMUNICATION: Final = 75
 """A collective timed out or a peer was lost (EX_TEMPFAIL): the platform, not the code."""
 PREFLIGHT: Final = 76
@@ -30,7 +33,9 @@ in the process table, for any program, whether it reports steps or not."""
 SIGNAL_BASE: Final = 128
 """128 + N: the process was killed by signal N (SIGKILL = 137, SIGTERM = 143)."""
 
-INFRASTRUCTURE_CODES: Final = frozenset({COMMUNICATION, PREFLIGHT, CHECKPOINTED, STOPPED})
+INFRASTRUCTURE_CODES: Final = frozenset(
+    {OOM_KILLED, COMMUNICATION, PREFLIGHT, CHECKPOINTED, STOPPED}
+)
 
 
 def killed_by_signal(code: int) -> bool:

@@ -101,6 +101,7 @@ class Reconciler:
             pods=observe.with_reports(views, lease.reports) if lease else views,
             nodes={n.name: n for n in nodes.get(None, ())},
             heartbeat=lease.heartbeat if lease else None,
+            heartbeat_renewed=lease.renewed if lease else None,
             podgroups_supported=self.podgroups_supported,
             refused=refused,
         )

@@ -131,6 +131,8 @@ class LeaseFacts:
 
     heartbeat: Heartbeat | None
     reports: Mapping[str, AgentReport]
+    renewed: datetime | None = None
+    """The Lease's spec.renewTime: when an agent last wrote the heartbeat."""
 
 
 def lease_facts(lease: Body) -> LeaseFacts | None:
@@ -147,7 +149,20 @@ def lease_facts(lease: Body) -> LeaseFacts | None:
             continue
         reports[report.pod] = report
     beat = heartbeat(lease)
-    return LeaseFacts(beat, reports) if beat is not None or reports else None
+    if beat is None and not reports:
+        return None
+    return LeaseFacts(beat, reports, renew_time(lease))
+
+
+def renew_time(lease: Body) -> datetime | None:
+    """The Lease's spec.renewTime; None if absent or malformed."""
+    raw = (lease.get("spec") or {}).get("renewTime")
+    if isinstance(raw, datetime):
+        return raw
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")) if raw else None
+    except ValueError:
+        return None
 
 
 def with_reports(

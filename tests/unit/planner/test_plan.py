@@ -272,6 +272,26 @@ def test_hang_restarts_within_the_timeout() -> None:
     assert "Hang" in events(plan)
 
 
+def test_a_still_step_is_a_hang_only_while_the_heartbeat_lease_is_renewed() -> None:
+    """Rank 0's agent renews the heartbeat Lease every period whether or not the step moves. No
+    renewal since before the deadline (the API server was away): no hang yet, whatever the step
+    says; renewals that carry the same step: a hang."""
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5),
+                            heartbeat_renewed=at(12)), at(12))  # fmt: skip
+    unheard = Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5), heartbeat_renewed=at(13))
+    j, plan = step(j, unheard, at(30))
+    assert j.status is not None
+    assert j.status.epoch == 1, "an outage of the channel is not a hang"
+    assert "Hang" not in events(plan)
+    assert plan.requeue_after is not None
+    heard = Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5), heartbeat_renewed=at(29))
+    j, plan = step(j, heard, at(31))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    assert "Hang" in events(plan)
+
+
 def test_a_hangs_recovery_and_lost_time_count_from_the_last_step_seen() -> None:
     """A hung job stopped training when its step last moved (12 s), not when the timeout ran out
     (22 s): its recovery to the new epoch's first step (30 s) is 18 s, all of it lost."""

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from phalanx.agent import oom
 from phalanx.agent.warm import Launcher, WorkerProcess, signal_worker
 from phalanx.models import env, exits
 
@@ -74,8 +75,13 @@ class Supervisor:
     stopped_seconds: float = STOPPED_SECONDS
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _stopped_checked: float = 0.0
+    oom_counters: tuple[Path, ...] = oom.COUNTERS
+    _oom_kills: int | None = None
+    """The pod's OOM kill count when the gang started (`phalanx.agent.oom`)."""
 
     def spawn(self, env: dict[str, str], local_rank: int, rank: int, error_file: Path) -> None:
+        if not self.workers:
+            self._oom_kills = oom.oom_kills(self.oom_counters)
         error_file.unlink(missing_ok=True)
         self.workers.append(Worker(local_rank, rank, self.launcher.spawn(env), error_file))
 
@@ -163,6 +169,12 @@ class Supervisor:
         code = first.process.returncode
         assert code is not None
         detail = first.error_file.read_text().strip() if first.error_file.exists() else ""
+        if code == -signal.SIGKILL and oom.grew(self._oom_kills, self.oom_counters):
+            message = (
+                f"worker rank {first.rank} killed by the kernel's OOM killer (the pod's memory "
+                "limit)"
+            )
+            return Outcome(exits.OOM_KILLED, message)
         if code < 0:  # killed by a signal
             name = signal.Signals(-code).name
             return Outcome(exits.SIGNAL_BASE - code, f"worker rank {first.rank} killed by {name}")

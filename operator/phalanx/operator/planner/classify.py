@@ -54,7 +54,11 @@ Rule = tuple[str, Callable[[PodView, Facts], bool], FailureClass, Callable[[PodV
 
 
 def _exit_reason(pod: PodView) -> str:
-    code = pod.exit_code
+    return exit_reason(pod.exit_code)
+
+
+def exit_reason(code: int | None) -> str:
+    """The failure an infrastructure exit code names (the agent's codes, or a signal's)."""
     if code == exits.COMMUNICATION:
         return FailureReason.COLLECTIVE_FAILURE
     if code == exits.PREFLIGHT:
@@ -63,6 +67,8 @@ def _exit_reason(pod: PodView) -> str:
         return FailureReason.CHECKPOINTED_STOP
     if code == exits.STOPPED:
         return FailureReason.HANG
+    if code == exits.OOM_KILLED:
+        return FailureReason.OOM_KILLED
     if code is not None and exits.killed_by_signal(code):
         return FailureReason.KILLED
     return FailureReason.RETRYABLE_EXIT_CODE
@@ -115,7 +121,7 @@ RULES: tuple[Rule, ...] = (
      lambda p: p.disruption_reason or "DisruptionTarget"),
     ("evicted", lambda p, _: p.pod_reason == "Evicted", "infrastructure", lambda _: "Evicted"),
     ("oom", lambda p, _: p.terminated_reason == "OOMKilled", "infrastructure",
-     lambda _: "OOMKilled"),
+     lambda _: FailureReason.OOM_KILLED),
     ("deleted", lambda p, _: p.deleting, "infrastructure", lambda _: FailureReason.POD_DELETED),
     ("node not ready", _node_not_ready, "infrastructure",
      lambda _: FailureReason.NODE_NOT_READY),

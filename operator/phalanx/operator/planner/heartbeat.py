@@ -94,6 +94,19 @@ def hang_timeout(hang_timeout_seconds: int | None, step_seconds: float | None) -
     )  # fmt: skip
 
 
+UNHEARD_SECONDS = 4.0
+"""Rank 0's agent renews the heartbeat Lease every heartbeat period (2 s on a cluster) whether
+or not the step moved: with no renewal for this long before a hang's deadline (two periods, for
+the agents' and the operator's clocks), nothing says the job hangs; the channel between them is
+down (an API server away), and the deadline waits for the next renewal."""
+
+
+def unheard_at(renewed: datetime | None, due: datetime) -> bool:
+    """Whether the heartbeat Lease went unrenewed up to the hang deadline `due` (False where
+    no renewal time is known: the local backend, whose channel is files)."""
+    return renewed is not None and renewed < due - timedelta(seconds=UNHEARD_SECONDS)
+
+
 def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime | None:
     """When the current epoch counts as hung if its step does not move for `timeout_seconds` (see
     `hang_timeout`); None until the epoch reports its first step.

@@ -116,6 +116,11 @@ class Observed:
     pods: tuple[PodView, ...] = ()
     nodes: Mapping[str, NodeView] = field(default_factory=dict)
     heartbeat: Heartbeat | None = None
+    heartbeat_renewed: datetime | None = None
+    """When rank 0's agent last renewed the heartbeat Lease (its spec.renewTime): it renews every
+    heartbeat period whether or not the step moved, so a step that stands still while renewals
+    come is a hang, and one that stands still while none come is a channel that is down (an API
+    server away): no evidence of a hang. None where no Lease carries it (the local backend)."""
     podgroups_supported: bool = False
     refused: ChildRefusal | None = None
     """What the executor was refused since the planner last looked; the status keeps it after."""

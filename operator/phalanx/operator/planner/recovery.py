@@ -299,6 +299,11 @@ def hang(d: Decision, config: PlannerConfig) -> bool:
     if d.now < due:
         d.requeue_at(due)
         return False
+    if heartbeat.unheard_at(d.observed.heartbeat_renewed, due):
+        # No renewal since before the deadline: the Lease is not being written (an API server
+        # away, say), so a still step proves nothing. A frozen rank 0 is its peers' to find.
+        d.requeue_at(d.now + seconds(heartbeat.UNHEARD_SECONDS))
+        return False
     stalled = timeout.seconds + (d.now - due).total_seconds()
     message = f"no progress for {stalled:.0f} s at step {progress.step} (timeout {timeout.why})"
     d.event(EventReason.HANG, message, "Warning")

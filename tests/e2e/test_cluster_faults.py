@@ -1,0 +1,168 @@
+"""Faults of the cluster around a job, on real pods: each asserts the path it is named for.
+
+- The operator's pod killed mid-training: training goes on, the new operator takes the job over
+  from its status, no restart, no new epoch.
+- The kube-apiserver restarted mid-training (its container stopped; the kubelet starts it again):
+  the agents' renewals and the operator's watches ride it out, no restart.
+- A corrupt and a partial checkpoint newer than every real one on the shared volume: the resume
+  after a worker kill skips both (each named in the trainer's log) and loads the newest valid one.
+- A program that fails every time (exit 1): each failure is an application failure, and when the
+  budget (`failurePolicy.maxRestarts`) is spent the job is Failed with RestartBudgetExhausted.
+- A worker past its memory limit: the kernel's OOM killer picks it, and the agent, alive, tells
+  the OOM kill from any other SIGKILL by its cgroup's count (OOMKilled, infrastructure).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tests.e2e import faults
+from tests.e2e.cluster import KindCluster, first_step_after, for_kind, run, wait_for
+from tests.e2e.jobs import training_job
+from tests.e2e.user_programs import script_config_map, user_job
+
+JOB = "steady"
+CONTROL_PLANE_NODE = "phalanx-e2e-control-plane"
+
+
+def _training(kind: KindCluster, namespace: str, steps: int = 250) -> dict[str, Any]:
+    kind.create_job(namespace, for_kind(training_job(JOB, steps=steps)))
+    log = kind.shared_dir(namespace) / JOB / "log" / "losses.jsonl"
+    return kind.wait_status(
+        namespace, JOB,
+        lambda s: s.get("phase") == "Running"
+        and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10
+        and (first_step_after(log, s.get("epoch", 1) - 1) or (0,))[0] == s.get("epoch"),
+        "training past a checkpoint", timeout=300,
+    )  # fmt: skip
+
+
+def _succeeds_without_a_restart(kind: KindCluster, namespace: str, epoch: int) -> None:
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    reasons = [e.reason for e in kind.events(namespace, JOB)]
+    assert "Restart" not in reasons, reasons
+    assert done["epoch"] == epoch, done
+    assert done["restarts"]["total"] == 0, done
+
+
+def test_the_operator_killed_mid_training_costs_no_restart(
+    kind: KindCluster, phalanx: str, namespace: str
+) -> None:
+    epoch = _training(kind, namespace)["epoch"]
+    operators = kind.core.list_namespaced_pod(
+        phalanx, label_selector="app.kubernetes.io/component=operator"
+    ).items
+    assert operators
+    for pod in operators:
+        kind.core.delete_namespaced_pod(pod.metadata.name, phalanx, grace_period_seconds=0)
+    gone = {p.metadata.name for p in operators}
+
+    def replaced() -> bool:
+        pods = kind.core.list_namespaced_pod(
+            phalanx, label_selector="app.kubernetes.io/component=operator"
+        ).items
+        return any(p.metadata.name not in gone and p.status.phase == "Running" for p in pods)
+
+    wait_for(replaced, 180, "a new operator pod Running")
+    _succeeds_without_a_restart(kind, namespace, epoch)
+
+
+def test_the_api_server_restarted_mid_training_costs_no_restart(
+    kind: KindCluster, namespace: str
+) -> None:
+    epoch = _training(kind, namespace)["epoch"]
+
+    def serving() -> bool:
+        answer = kind.kubectl("get", "--raw", "/readyz", check=False, timeout=10)
+        return answer.returncode == 0 and answer.stdout.strip() == "ok"
+
+    # The kubelet stops a static pod whose manifest leaves its folder and starts it again when
+    # the manifest is back: the API server restarted as an upgrade or a crash would.
+    manifest, parked = "/etc/kubernetes/manifests/kube-apiserver.yaml", "/root/kube-apiserver.yaml"
+    run(["docker", "exec", CONTROL_PLANE_NODE, "mv", manifest, parked])
+    try:
+        wait_for(lambda: not serving(), 120, "the kube-apiserver to stop", interval=1)
+        down_at = time.monotonic()
+    finally:
+        run(["docker", "exec", CONTROL_PLANE_NODE, "mv", parked, manifest])
+    wait_for(serving, 180, "the kube-apiserver serving again", interval=1)
+    outage = time.monotonic() - down_at
+    _succeeds_without_a_restart(kind, namespace, epoch)
+    assert outage > 2, f"the API server was back in {outage:.1f} s: did it stop at all?"
+
+
+def test_a_corrupt_and_a_partial_newest_checkpoint_are_skipped_on_resume(
+    kind: KindCluster, namespace: str
+) -> None:
+    before = _training(kind, namespace)
+    epoch = before["epoch"]
+    folder = kind.shared_dir(namespace) / JOB
+    partial, corrupt = folder / "step-900", folder / "step-800"
+    partial.mkdir()
+    (partial / "__0_0.distcp").write_bytes(b"\0" * 4096)  # shards, and no .metadata yet
+    corrupt.mkdir()
+    (corrupt / ".metadata").write_bytes(b"not a DCP metadata file")
+    victim = kind.running_pod(namespace, JOB, epoch, rank=0)
+    faults.kill_worker(kind, victim)
+    log = folder / "log" / "losses.jsonl"
+    wait_for(lambda: first_step_after(log, epoch), 300, "a training step after the kill")
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    resumed = [r for r in records if r.get("event") == "resume"][-1]
+    assert 10 <= resumed["from"] < 800, resumed
+    logs = kind.kubectl("logs", "-n", namespace, victim.metadata.name, "--all-containers").stdout
+    assert "skipping /checkpoints/steady/step-900: no .metadata" in logs, logs[-3000:]
+    assert "checkpoint /checkpoints/steady/step-800 is unreadable" in logs, logs[-3000:]
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    assert done["lastCheckpoint"]["step"] < 800, done["lastCheckpoint"]
+
+
+def test_a_program_that_always_fails_spends_its_budget_and_the_job_fails(
+    kind: KindCluster, namespace: str
+) -> None:
+    script_config_map(kind, namespace, "train.py")  # the user job's mounted scripts (unused)
+    failing = user_job("always-fails", ["python3", "-c", "import sys; sys.exit(1)"], nodes=2)
+    failing["spec"]["failurePolicy"] = {"maxRestarts": 2, "backoff": {"initialSeconds": 1}}
+    kind.create_job(namespace, failing)
+    done = kind.wait_status(namespace, "always-fails", lambda s: s.get("phase") == "Failed",
+                            "Failed", timeout=300)  # fmt: skip
+    failed = next(c for c in done["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True"
+    assert failed["reason"] == "RestartBudgetExhausted", failed
+    assert failed["message"].startswith("maxRestarts (2) exhausted"), failed
+    assert {f["class"] for f in done["failures"]} == {"application"}, done["failures"]
+    assert done["restarts"]["application"] == 2, done["restarts"]
+    assert len(done["failures"]) == 3, "one failure per epoch: two restarts, then the third fails"
+
+
+OOM_ONCE = """
+import os, time
+time.sleep(5)
+marker = "/tmp/oom-once"
+if os.environ.get("RANK") == "1" and not os.path.exists(marker):
+    open(marker, "w").close()
+    hog = bytearray(1 << 30)  # 1 GiB, zero-filled: every page touched, past the 256 MiB limit
+time.sleep(5)
+"""
+
+
+def test_a_worker_over_its_memory_limit_is_found_as_oom_killed(
+    kind: KindCluster, namespace: str
+) -> None:
+    """The kernel's OOM killer picks the worker, not the agent (PID 1), so the container lives
+    on and Kubernetes never says OOMKilled: the agent reads its cgroup's OOM kill count."""
+    script_config_map(kind, namespace, "train.py")  # the user job's mounted scripts (unused)
+    job = user_job("oom-once", ["python3", "-c", OOM_ONCE], nodes=2)
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"memory": "256Mi"}, "requests": {"memory": "256Mi"}}  # fmt: skip
+    kind.create_job(namespace, job)
+    done = kind.wait_status(namespace, "oom-once", lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded after one OOM kill", timeout=300)  # fmt: skip
+    assert [(f["class"], f["reason"]) for f in done["failures"]] == [
+        ("infrastructure", "OOMKilled")
+    ], done["failures"]
+    assert "killed by the kernel's OOM killer" in done["failures"][0].get("message", "")
+    assert done["restarts"]["total"] == 1, done["restarts"]
