@@ -10,11 +10,10 @@ namespace, and the API service starts as its own process (`python -m phalanx.ser
 generator does not share its GIL) and is waited for until its cache holds all N. Before timing,
 both sides must agree (the first page's names, one job's uid), and the kube-apiserver's own
 request counter must show no LIST of trainingjobs while the service answers lists. The caller is a
-service account with a Role on trainingjobs in that namespace and two tokens from TokenRequest,
-one for each side's audience (the service refuses the kube API's, and the kube API the
-service's). The service keeps its default caches (a TokenReview is
-reused for `authn_cache_seconds`, a SubjectAccessReview for `authz_cache_seconds`), so the steady
-state is measured, with the periodic review in the tail. One keep-alive httpx client per target
+service account with a Role on trainingjobs there and a token from TokenRequest for each side's
+audience. The service keeps its default caches (a TokenReview is reused for
+`authn_cache_seconds`, a SubjectAccessReview for `authz_cache_seconds`), so the steady state is
+measured, with the periodic review in the tail. One keep-alive httpx client per target
 (per thread under concurrency), HTTP/1.1 on both sides. A request is timed from send to the
 last byte of the body; JSON decode is outside the timing on both sides, except in the full-list
 walk, where each page is decoded on both sides to read its continue token.

@@ -87,6 +87,14 @@ def test_only_a_token_for_the_services_audience_is_accepted(
     assert direct.status_code == 200, "the same account's cluster token works on the cluster"
 
 
+def stored_job(kube_client: k8s.ApiClient, namespace: str, name: str) -> None:
+    """A TrainingJob created straight in the kube API (the service is under test)."""
+    body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob", **manifest(name)}
+    k8s.CustomObjectsApi(kube_client).create_namespaced_custom_object(
+        "phalanx.dev", "v1alpha1", namespace, "trainingjobs", body
+    )
+
+
 JOB_ROUTES = [
     ("GET", ""), ("GET", "/events"), ("GET", "/logs"), ("GET", "/checkpoints"),
     ("GET", "/history"), ("GET", "/progress"), ("PUT", "/scale"), ("POST", "/suspend"),
@@ -97,10 +105,7 @@ JOB_ROUTES = [
 def test_a_caller_without_rights_gets_403_for_existing_and_missing_jobs_alike(
     api_url: str, kube_client: k8s.ApiClient, namespace: str
 ) -> None:
-    custom = k8s.CustomObjectsApi(kube_client)
-    body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob", **manifest("real")}
-    custom.create_namespaced_custom_object("phalanx.dev", "v1alpha1", namespace, "trainingjobs",
-                                           body)  # fmt: skip
+    stored_job(kube_client, namespace, "real")
     stranger = identity(kube_client, namespace, "stranger")
     base = f"{api_url}/api/v1/namespaces/{namespace}/jobs"
     with httpx.Client(headers=stranger.headers, timeout=10) as api:
@@ -117,10 +122,7 @@ def test_a_caller_without_rights_gets_403_for_existing_and_missing_jobs_alike(
 def test_scale_is_allowed_by_patch_on_the_scale_subresource(
     api_url: str, kube_client: k8s.ApiClient, namespace: str
 ) -> None:
-    custom = k8s.CustomObjectsApi(kube_client)
-    body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob", **manifest("sized")}
-    custom.create_namespaced_custom_object("phalanx.dev", "v1alpha1", namespace, "trainingjobs",
-                                           body)  # fmt: skip
+    stored_job(kube_client, namespace, "sized")
     scaler = identity(kube_client, namespace, "scaler")
     grant(kube_client, namespace, scaler, "scaler", [
         k8s.V1PolicyRule(api_groups=["phalanx.dev"], resources=["trainingjobs"], verbs=["get"]),

@@ -52,6 +52,19 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
 
 
+def refused_by_the_api_server(cluster: Cluster, job: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The job's status once its ConfigurationError says the API server refused a child, and
+    that condition."""
+    status = cluster.wait_status(
+        job,
+        lambda s: condition(s, "ConfigurationError").get("status") == "True",
+        "a ConfigurationError condition",
+    )
+    refused = condition(status, "ConfigurationError")
+    assert refused["reason"] == "RefusedByAPIServer"
+    return status, refused
+
+
 def test_longest_allowed_name_runs_with_all_its_children(cluster: Cluster) -> None:
     assert len(LONGEST) == names.MAX_NAME_LENGTH
     cluster.create_job(LONGEST)
@@ -90,13 +103,7 @@ def test_invalid_child_is_a_configuration_error_not_a_retry_loop(cluster: Cluste
     cluster.custom.create_namespaced_custom_object(
         "phalanx.dev", "v1alpha1", cluster.namespace, "trainingjobs", manifest
     )
-    status = cluster.wait_status(
-        "bad-port",
-        lambda s: condition(s, "ConfigurationError").get("status") == "True",
-        "a ConfigurationError condition",
-    )
-    refused = condition(status, "ConfigurationError")
-    assert refused["reason"] == "RefusedByAPIServer"
+    status, refused = refused_by_the_api_server(cluster, "bad-port")
     assert refused["message"].startswith("the API server refused Pod bad-port-1-0: ")
     assert API_WORDS in refused["message"]
     assert refused["observedGeneration"] == 1
@@ -153,13 +160,7 @@ def test_pod_security_admission_admits_every_pod_of_a_restricted_template(cluste
         assert condition(status, "ConfigurationError") == {}
 
         cluster.create_job("insecure", replicas={"min": 2, "max": 2})
-        status = cluster.wait_status(
-            "insecure",
-            lambda s: condition(s, "ConfigurationError").get("status") == "True",
-            "a ConfigurationError condition",
-        )
-        refused = condition(status, "ConfigurationError")
-        assert refused["reason"] == "RefusedByAPIServer"
+        _, refused = refused_by_the_api_server(cluster, "insecure")
         assert 'violates PodSecurity "restricted' in refused["message"]
         assert cluster.kubelet.pods("insecure") == {}
     finally:

@@ -59,3 +59,19 @@ def step(
 
 def beat(epoch: int, step_: int, **kw: Any) -> Heartbeat:
     return Heartbeat(epoch=epoch, step=step_, **kw)
+
+
+def launched(j: TrainingJob | None = None, n: int = 4) -> TrainingJob:
+    """A job whose epoch 1 of `n` pods was created and is running since t=10."""
+    j = j or job()
+    j, _ = step(j, Observed(), at(0))
+    j, _ = step(j, Observed(pods=tuple(pods(1, n))), at(10))
+    assert j.status
+    assert j.status.current.launched
+    assert j.status.phase == "Running"
+    return j
+
+
+def events(result: Plan) -> list[str]:
+    """The reasons of a plan's events, in order."""
+    return [e.reason for e in result.events]
