@@ -29,6 +29,8 @@ CASES = {
     "node-lost": "a node lost (its container killed), no spare",
     "node-lost-spare": "a node lost, `spares: 1`",
     "silent-node-spare": "a node frozen (`docker pause`), `spares: 1`, default failure policy",
+    "partition-spare": "every packet between node ranks 0 and 1 dropped, `spares: 1`, default "
+    "failure policy",
     "rank-hung": "a rank SIGSTOPped, `hangTimeoutSeconds: 10`",
     "rank-hung-default": "a rank SIGSTOPped, default failure policy (its agent's stopped-worker "
     "check, 10 s)",

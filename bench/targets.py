@@ -182,9 +182,9 @@ def _silent_node_default_grace(_: Figures, records: KindRecords) -> list[Measure
     )]  # fmt: skip
 
 
-LOST_NODE_CASES = ("node-lost", "node-lost-spare", "silent-node-spare", "pod-deleted",
-                   "pod-preempted", "worker-killed", "rank-hung", "rank-hung-default",
-                   "rank-stalled-default")  # fmt: skip
+LOST_NODE_CASES = ("node-lost", "node-lost-spare", "silent-node-spare", "partition-spare",
+                   "pod-deleted", "pod-preempted", "worker-killed", "rank-hung",
+                   "rank-hung-default", "rank-stalled-default")  # fmt: skip
 
 
 def _kind_one_restart(_: Figures, records: KindRecords) -> list[Measured]:

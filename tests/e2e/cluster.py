@@ -188,6 +188,17 @@ class KindCluster:
                 return parse_duration(argument.split("=", 1)[1])
         return KUBERNETES_NODE_GRACE_SECONDS
 
+    def partition(self, a: k8s.V1Pod, b: k8s.V1Pod, *, heal: bool = False) -> None:
+        """Drop every packet between two pods (or, `heal`, stop dropping them): iptables rules
+        in the FORWARD chain of both pods' nodes, so that each pod stays up, Ready and reachable
+        by the others, as when a link or a switch port between two machines fails."""
+        pair = (str(a.status.pod_ip), str(b.status.pod_ip))
+        for node in {str(a.spec.node_name), str(b.spec.node_name)}:
+            for source, target in (pair, pair[::-1]):
+                rule = ["-s", source, "-d", target, "-j", "DROP"]
+                run(["docker", "exec", node, "iptables", "-D" if heal else "-I", "FORWARD",
+                     *([] if heal else ["1"]), *rule], check=not heal)  # fmt: skip
+
     def freeze_node(self, node: str) -> None:
         """A silent node: every process of its container freezes (the cgroup freezer), so its
         sockets stay open and its kubelet stops posting, as on a power loss or a stuck kernel."""

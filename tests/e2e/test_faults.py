@@ -228,6 +228,41 @@ def _metrics_tell_the_recovery(
     assert parts == dict.fromkeys(PARTS, 1.0), parts
 
 
+def test_a_partition_between_two_pods_is_found_by_their_agents_and_one_side_restarts(
+    kind: KindCluster, namespace: str
+) -> None:
+    """Every packet between node ranks 0 and 1 dropped, both pods up and Ready: their
+    collectives just wait, and rank 1's agent stops hearing rank 0's answers. The pod it accuses
+    goes and the spare takes its rank in one restart: found as PeerSilent, not as a Hang or a
+    collective's timeout (300 s). (Either side going heals a partition of two.)"""
+    log, epoch, victim = _training_with_a_spare(kind, namespace, default_policy=True)
+    rank0 = kind.running_pod(namespace, JOB, epoch, rank=0)
+    fault_at = time.time()
+    kind.partition(rank0, victim)
+    try:
+        trained_epoch, first_step = wait_for(lambda: first_step_after(log, epoch), 120,
+                                             "the first training step of a new epoch")  # fmt: skip
+    finally:
+        kind.partition(rank0, victim, heal=True)
+    after = kind.status(namespace, JOB)
+    failures = [f for f in after["failures"] if f["epoch"] >= epoch]
+    sides = {rank0.metadata.name: 0, victim.metadata.name: 1}
+    assert [f.get("reason") for f in failures] == ["PeerSilent"], failures
+    gone = failures[0].get("pod")
+    assert gone in sides, f"the accused pod is one of the two cut apart: {failures}"
+    ranks = after["current"]["ranks"]
+    assert ranks.get(standby_pod_name(JOB, epoch, 0)) == sides[gone], after["current"]
+    assert gone not in ranks, "the pod that went never rejoins"
+    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                            "Succeeded", timeout=600)  # fmt: skip
+    assert done["progress"]["step"] == 250
+    reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
+    assert reasons_seen.count("Restart") == 1, f"one restart for one partition: {reasons_seen}"
+    record("partition-spare", fault_to_decision_s=_decided(failures[0], fault_at),
+           fault_to_first_step_s=round(first_step - fault_at, 1), trained_epoch=trained_epoch,
+           failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
+
+
 def _decided(failure: dict[str, Any], fault_at: float) -> float:
     """Seconds from the fault to the operator's decision (when it recorded the failure; the
     operator and this test share the machine's clock)."""
