@@ -91,7 +91,9 @@ def stall_worker(kind: KindCluster, pod: k8s.V1Pod, seconds: float = 300) -> Non
                                 str(seconds))  # fmt: skip
     _STALLS.append(tracer)
     held = tracer.stdout.readline().strip() if tracer.stdout else ""
-    assert held, f"no worker of {pod.metadata.name} could be stalled: {tracer.stderr}"
+    if not held:
+        _, errors = tracer.communicate(timeout=30)
+        raise AssertionError(f"no worker of {pod.metadata.name} could be stalled: {errors}")
 
 
 def release_stalls() -> None:

@@ -141,12 +141,8 @@ def test_a_hot_spare_takes_a_lost_nodes_rank_in_place(kind: KindCluster, namespa
     assert resumed["from"] > 0, resumed
     spare = standby_pod_name(JOB, epoch, 0)
     assert after["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {after['current']}"
-    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
-                            "Succeeded", timeout=600)  # fmt: skip
-    assert done["progress"]["step"] == 250
-    reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
+    reasons_seen = _completes_after_one_restart(kind, namespace, "one lost node")
     assert not {"Grow", "Shrink"} & set(reasons_seen), reasons_seen
-    assert reasons_seen.count("Restart") == 1, f"one restart per lost node: {reasons_seen}"
     failure = next(f for f in after["failures"] if f["epoch"] == epoch)
     record("node-lost-spare", fault_to_decision_s=_decided(failure, fault_at),
            fault_to_first_step_s=round(first_step - fault_at, 1),
@@ -183,11 +179,7 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
     spare = standby_pod_name(JOB, epoch, 0)
     assert after["current"]["ranks"].get(spare) == 1, f"the spare took rank 1: {after['current']}"
     assert victim.metadata.name not in after["current"]["ranks"], "the silent pod never rejoins"
-    done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
-                            "Succeeded", timeout=600)  # fmt: skip
-    assert done["progress"]["step"] == 250
-    reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
-    assert reasons_seen.count("Restart") == 1, f"one restart for one silent node: {reasons_seen}"
+    reasons_seen = _completes_after_one_restart(kind, namespace, "one silent node")
     record("silent-node-spare", fault_to_decision_s=_decided(failures[0], fault_at),
            fault_to_first_step_s=round(first_step - fault_at, 1),
            node_not_ready_s=round(not_ready_at - fault_at, 1), trained_epoch=trained_epoch,
@@ -253,14 +245,21 @@ def test_a_partition_between_two_pods_is_found_by_their_agents_and_one_side_rest
     ranks = after["current"]["ranks"]
     assert ranks.get(standby_pod_name(JOB, epoch, 0)) == sides[gone], after["current"]
     assert gone not in ranks, "the pod that went never rejoins"
+    reasons_seen = _completes_after_one_restart(kind, namespace, "one partition")
+    record("partition-spare", fault_to_decision_s=_decided(failures[0], fault_at),
+           fault_to_first_step_s=round(first_step - fault_at, 1), trained_epoch=trained_epoch,
+           failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
+
+
+def _completes_after_one_restart(kind: KindCluster, namespace: str, fault: str) -> list[str]:
+    """The spare job of `_training_with_a_spare` trains all its steps, with one Restart event for
+    `fault`; the job's event reasons."""
     done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
                             "Succeeded", timeout=600)  # fmt: skip
     assert done["progress"]["step"] == 250
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
-    assert reasons_seen.count("Restart") == 1, f"one restart for one partition: {reasons_seen}"
-    record("partition-spare", fault_to_decision_s=_decided(failures[0], fault_at),
-           fault_to_first_step_s=round(first_step - fault_at, 1), trained_epoch=trained_epoch,
-           failures=[f.get("reason") for f in failures], events=reasons_seen)  # fmt: skip
+    assert reasons_seen.count("Restart") == 1, f"one restart for {fault}: {reasons_seen}"
+    return reasons_seen
 
 
 def _decided(failure: dict[str, Any], fault_at: float) -> float:
