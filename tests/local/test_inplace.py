@@ -21,8 +21,9 @@ from tests.support.local import event_reasons, manifest, phalanx
 STEPS = 300  # the faults strike at steps 45 and 120, capacity returns at step 150
 # 45, off the storage cadence (every 20): a memory snapshot then must beat storage to be used.
 # A kill that lands while the killed rank still writes its snapshot leaves a sharded job's ranks
-# holding different steps, and all resume from storage (by design: memory.py); at a checkpoint
-# step storage is as new, and the async save there widens that window.
+# holding different newest steps; each also keeps the one before, so all resume from that
+# (memory.py), never from storage (CI once saw this test resume from step 40 when one slot was
+# kept).
 GLOBAL_BATCH = 16  # the quickstart's
 DATASET = 240  # the trainer's default
 
@@ -75,8 +76,9 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
         return max(int(r["step"]) for r in records(workdir) if "loss" in r and r["epoch"] == epoch)
 
     assert first["from"] is None
-    # Replicated (DDP): when the kill caught rank 1 writing its snapshot, it holds the step
-    # before and the newest comes from a peer's memory instead of its own (memory.py).
+    # When the kill caught rank 1 writing its snapshot, it holds the step before: replicated
+    # (DDP), the newest comes from a peer's memory; sharded, every rank loads its own snapshot
+    # of the step before (memory.py).
     assert after_kill["source"] in (("memory", "peer") if sharding == "ddp" else ("memory",)), (
         after_kill
     )

@@ -8,27 +8,32 @@ there) is host memory that survives a worker and goes with the pod, as a machine
 with the machine. The agent names one directory per pod (PHALANX_CHECKPOINT_MEMORY_DIR) and
 removes it when it exits.
 
-What is kept: each worker keeps one snapshot, `local-<local rank>.pt`, written by a background
-thread to a temporary name and renamed, so a snapshot is whole or absent. It holds the rank's
-own tensors (an FSDP or tensor-parallel shard is its local part), its rank and world size, the
-part of the model it covers (its pipeline stage; "model" without pipeline parallelism), and
+What is kept: each worker keeps its newest snapshot, `local-<local rank>.pt`, written by a
+background thread to a temporary name and renamed, so a snapshot is whole or absent. It holds the
+rank's own tensors (an FSDP or tensor-parallel shard is its local part), its rank and world size,
+the part of the model it covers (its pipeline stage; "model" without pipeline parallelism), and
 whether the state is replicated (no DTensor: DDP), which any rank holding the same part can load
 at any world size: with pipeline parallelism a peer replica of the same stage, never another
-stage.
+stage. A sharded rank also keeps the snapshot before its newest (`local-<local rank>.prev.pt`):
+a kill that lands while one rank still writes step N leaves it holding N - 1 while its peers
+hold N, and without N - 1 on the peers no step would be common and every rank would fall back
+to storage (up to a whole checkpoint interval redone). A replicated state needs no second slot:
+a peer sends its newest. The cost is one more shard in host memory (three while a write is in
+flight), for sharded states only.
 
 How it gets to host memory: as a checkpoint does (`devices.stager`): a background copy into
 host buffers reused from one snapshot to the next (pinned, by non-blocking copies on a stream of
 their own on a GPU), which the next optimizer step waits for (`wait_staged`), then `torch.save`
 in the writer thread.
 
-When it is used: every rank of the new epoch says which snapshot step it can load (one of its
-own layout, or a replicated one). When all name the same step, not older than the newest valid
-checkpoint on storage, each loads its own. When some have none (a replacement pod, a hot spare)
-but the state is replicated (DDP) and the newest snapshot is newer than storage, for each part
-the lowest rank holding it sends it to the ranks of that part (a peer's memory instead of
-storage, as DLRover does); if some part has no holder, all load from storage. Otherwise (a
-rank's last write did not finish, a resized sharded job) all load from storage, so no rank ever
-resumes from a step its peers do not.
+When it is used: every rank of the new epoch says which snapshot steps it can load (its own
+layout, or a replicated one). When the newest step every rank holds is not older than the newest
+valid checkpoint on storage, each loads its own snapshot of that step. When some have none (a
+replacement pod, a hot spare) but the state is replicated (DDP) and the newest snapshot any rank
+holds is newer than storage, for each part the lowest rank holding it sends it to the ranks of
+that part (a peer's memory instead of storage, as DLRover does); if some part has no holder,
+all load from storage. Otherwise (a resized sharded job, a rank with nothing) all load from
+storage, so no rank ever resumes from a step its peers do not.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ from phalanx.resume import devices
 from phalanx.resume.collectives import all_ok
 
 log = logging.getLogger(__name__)
+
+View = tuple[list[int], bool, str]
+"""What a rank tells its peers at load: the snapshot steps it holds (newest first), whether its
+live state is replicated, and its part of the model."""
 
 
 def local_view(value: Any) -> Any:
@@ -127,8 +136,18 @@ class MemorySnapshots:
 
     @property
     def path(self) -> Path:
+        """The newest snapshot."""
         assert self.directory is not None
         return self.directory / f"local-{self.local_rank}.pt"
+
+    @property
+    def previous_path(self) -> Path:
+        """The snapshot before the newest (sharded states only)."""
+        return self.path.with_suffix(".prev.pt")
+
+    def holds_any(self) -> bool:
+        """Whether this rank has a snapshot to offer (usable or not: `load` decides)."""
+        return self.enabled and (self.path.exists() or self.previous_path.exists())
 
     def maybe_save(self, step: int, stateful: Any) -> bool:
         """Snapshot `stateful.state_dict()` at `step` when the cadence says so; training goes on
@@ -160,6 +179,10 @@ class MemorySnapshots:
         temporary = self.path.with_suffix(".tmp")
         try:
             torch.save({**header, "state": staged.result()}, temporary)
+            if header["replicated"]:
+                self.previous_path.unlink(missing_ok=True)
+            elif self.path.exists():
+                self.path.replace(self.previous_path)
             temporary.replace(self.path)
         except BaseException as error:  # a full tmpfs: storage checkpoints still work
             self._error = error
@@ -188,47 +211,65 @@ class MemorySnapshots:
             log.warning("memory snapshot not written: %s", self._error)
             self._error = None
 
-    def _usable(self) -> dict[str, Any] | None:
-        """This rank's snapshot, if it fits the current world (or is replicated)."""
-        if not self.enabled or not self.path.exists():
-            return None
-        try:
-            snapshot: dict[str, Any] = torch.load(self.path, weights_only=False)
-        except Exception as error:
-            log.warning("memory snapshot %s unreadable: %s", self.path, error)
-            return None
+    def _held(self) -> dict[int, tuple[Path, dict[str, Any]]]:
+        """This rank's snapshots that fit the current world (or are replicated), by step. They
+        are memory-mapped: only the one loaded is read whole."""
+        if not self.enabled:
+            return {}
         rank = dist.get_rank() if dist.is_initialized() else 0
         world = dist.get_world_size() if dist.is_initialized() else 1
-        if snapshot.get("part", "model") != self.part:
-            return None
-        if snapshot["replicated"] or (snapshot["rank"], snapshot["world"]) == (rank, world):
-            return snapshot
-        return None
+        held: dict[int, tuple[Path, dict[str, Any]]] = {}
+        for path in (self.path, self.previous_path):
+            if not path.exists():
+                continue
+            try:
+                snapshot: dict[str, Any] = torch.load(path, weights_only=False, mmap=True)
+            except Exception as error:
+                log.warning("memory snapshot %s unreadable: %s", path, error)
+                continue
+            if snapshot.get("part", "model") != self.part:
+                continue
+            if snapshot["replicated"] or (snapshot["rank"], snapshot["world"]) == (rank, world):
+                held.setdefault(int(snapshot["step"]), (path, snapshot))
+        return held
 
     def load(self, state: Any, storage_step: int | None) -> int | None:
-        """Load the snapshot every rank holds (or, for a replicated state, the newest one a peer
-        of the same part holds) when it is not older than `storage_step`, the newest valid
-        checkpoint on storage: its step, or None (load from storage)."""
+        """Load the newest snapshot every rank holds (or, for a replicated state, the newest one
+        a peer of the same part holds) when it is not older than `storage_step`, the newest
+        valid checkpoint on storage: its step, or None (load from storage)."""
         self.source = None
-        snapshot = self._usable()
+        held = {step: snapshot for step, (_, snapshot) in self._held().items()}
         live = state.state_dict()
-        view = (snapshot["step"] if snapshot else -1, not has_shards(live), self.part)
-        views = self._gather(view)
-        steps = [step for step, _, _ in views]
-        step, floor = max(steps), -1 if storage_step is None else storage_step
-        if step < 0 or step < floor:
-            return None
-        if any(s != step for s in steps):
-            if not all(r for _, r, _ in views) or step == floor:  # storage is as new: no transfer
-                return None
-            holders: dict[str, int] = {}  # the lowest rank holding `step`, for each part
-            for rank, (held, _, part) in enumerate(views):
-                if held == step:
+        views = self._gather((sorted(held, reverse=True), not has_shards(live), self.part))
+        floor = -1 if storage_step is None else storage_step
+        common = set.intersection(*(set(steps) for steps, _, _ in views))
+        own = max(common, default=-1)
+        newest = max((max(steps, default=-1) for steps, _, _ in views), default=-1)
+        replicated = all(r for _, r, _ in views)
+        if replicated and newest > max(own, floor):  # a peer holds a newer replicated state
+            holders: dict[str, int] = {}  # the lowest rank holding `newest`, for each part
+            for rank, (steps, _, part) in enumerate(views):
+                if newest in steps:
                     holders.setdefault(part, rank)
-            if {part for _, _, part in views} - set(holders):
-                return None  # a part no rank holds at that step: storage, for all
-            snapshot = self._from_peers(holders, snapshot)
-        assert snapshot is not None
+            if not {part for _, _, part in views} - set(holders):
+                snapshot = self._from_peers(holders, held.get(newest))
+                return self._restore(state, live, newest, snapshot, "peer")
+        if own < 0 or own < floor:
+            return None
+        return self._restore(state, live, own, held[own], "memory")
+
+    def discard_newer_than(self, step: int | None) -> None:
+        """Remove this rank's snapshots of steps after `step`, the step the job resumed from
+        (None: a fresh start, all of them). They belong to a run that was abandoned: kept, a
+        later failure could resume from them before this run's own snapshots replace them."""
+        for held_step, (path, _) in self._held().items():
+            if step is None or held_step > step:
+                path.unlink(missing_ok=True)
+
+    def _restore(
+        self, state: Any, live: Any, step: int, snapshot: dict[str, Any], source: str
+    ) -> int | None:
+        """Load `snapshot` into `state` on every rank, or on none (storage for all)."""
         error = None
         try:
             state.load_state_dict(restore_into(live, snapshot["state"]))
@@ -237,7 +278,7 @@ class MemorySnapshots:
         if not all_ok(error is None, self.process_group):
             log.warning("memory snapshot of step %d not loaded (%s); using storage", step, error)
             return None
-        self.source = "memory" if all(s == step for s in steps) else "peer"
+        self.source = source
         return step
 
     def _from_peers(self, holders: dict[str, int], own: dict[str, Any] | None) -> dict[str, Any]:
@@ -252,11 +293,9 @@ class MemorySnapshots:
         assert mine is not None
         return mine
 
-    def _gather(self, view: tuple[int, bool, str]) -> list[tuple[int, bool, str]]:
+    def _gather(self, view: View) -> list[View]:
         if not dist.is_initialized():
             return [view]
-        views: list[tuple[int, bool, str]] = [(-1, False, "")] * dist.get_world_size(
-            self.process_group
-        )
+        views: list[View] = [([], False, "")] * dist.get_world_size(self.process_group)
         dist.all_gather_object(views, view, group=self.process_group)
         return views

@@ -138,18 +138,18 @@ class Resumable:
     # resuming -------------------------------------------------------------------------------
     def can_resume(self) -> bool:
         """Whether `resume` will load something (a committed checkpoint or a memory snapshot)."""
-        return self.checkpoints.newest_valid() is not None or (
-            self.memory.enabled and self.memory.path.exists()
-        )
+        return self.checkpoints.newest_valid() is not None or self.memory.holds_any()
 
     def resume(self) -> int | None:
-        """Load the newest state: the ranks' memory snapshots when all hold the same one and it
-        is not older than storage's newest valid checkpoint, else that checkpoint, resharded to
-        this world size. The step it resumed from, or None for a fresh start."""
+        """Load the newest state: the newest memory snapshot every rank holds (replicated: any
+        peer holds) when it is not older than storage's newest valid checkpoint, else that
+        checkpoint, resharded to this world size. Snapshots newer than the step resumed from are
+        dropped. The step it resumed from, or None for a fresh start."""
         step = self.memory.load(self.state, self.checkpoints.newest_valid())
         source = self.memory.source
         if step is None:
             step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
+        self.memory.discard_newer_than(step)
         self.resumed_from, self.source = step, source if step is not None else None
         return step
 
