@@ -55,6 +55,8 @@ def run_with_a_worker_killed(tmp_path: Path, name: str, script: str, *extra: str
 def assert_reported_like_the_reference_trainer(summary: dict[str, Any]) -> None:
     progress = summary["progress"]
     assert progress["step"] == STEPS
+    assert progress["totalSteps"] == STEPS, "the Trainer's max_steps, for the ETA"
+    assert "eta" in progress
     assert progress["loss"] is not None
     assert progress["samplesPerSecond"] > 0
     assert 0 < summary["goodput"] < 1

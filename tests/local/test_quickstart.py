@@ -27,6 +27,8 @@ def test_quickstart_closes_ranks_after_a_node_is_killed(tmp_path: Path) -> None:
 
     assert summary["phase"] == "Succeeded"
     assert summary["progress"]["step"] == 250
+    assert summary["progress"]["totalSteps"] == 250, "the trainer's steps, for the ETA"
+    assert "eta" in summary["progress"]
     assert (summary["nodes"], summary["worldSize"]) == (3, 3)
     assert summary["restarts"] == {"application": 0, "infrastructure": 1, "total": 1}
     [failure] = summary["failures"]

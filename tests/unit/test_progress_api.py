@@ -102,3 +102,21 @@ def test_a_checkpoint_shows_in_the_heartbeat_at_once(tmp_path: Path) -> None:
     assert (beat.step, beat.loss) == (20, 0.5)
     assert beat.checkpoint is not None
     assert (beat.checkpoint.step, beat.checkpoint.path) == (20, str(tmp_path / "step-20"))
+
+
+def test_a_report_carries_the_total_and_rank_0s_step_time_after_its_first_step(
+    tmp_path: Path,
+) -> None:
+    """The first step's time includes the script's start-up: it is left out of `stepSeconds`."""
+    reporter = progress.Reporter(tmp_path / "progress.json")
+    time.sleep(0.2)  # start-up
+    reporter.report(1, total_steps=50)
+    first = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    assert (first.total_steps, first.step_seconds) == (50, None)
+    for step in range(2, 5):
+        time.sleep(0.01)
+        reporter.report(step, total_steps=50)
+    beat = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    assert beat.total_steps == 50
+    assert beat.step_seconds is not None
+    assert 0.01 <= beat.step_seconds < 0.2

@@ -6,7 +6,7 @@
         with progress.compute():           # optional: this rank's own work, for stragglers
             loss = model(batch).backward()
         optimizer.step()
-        progress.report(step + 1, loss=loss.item())   # every rank, or rank 0 alone
+        progress.report(step + 1, loss=loss.item(), total_steps=steps)  # every rank, or rank 0
         if saved:
             progress.checkpoint(step + 1, path)        # after the checkpoint is committed
 
@@ -85,6 +85,9 @@ class Reporter:
         self.epoch = epoch if epoch is not None else int(os.environ.get(EPOCH_ENV, "0"))
         self.step_times: deque[float] = deque(maxlen=WINDOW)
         self.compute_times: deque[float] = deque(maxlen=WINDOW)
+        self.steady_times: deque[float] = deque(maxlen=WINDOW)
+        """Step times after this process's first (which includes its start-up): rank 0's own
+        step time in the heartbeat, for the ETA."""
         self.rank_step_seconds: list[float] = []
         self.rank_compute_seconds: list[float] = []
         self.window_steps = 0
@@ -113,14 +116,18 @@ class Reporter:
         *,
         sync_ranks: bool = False,
         gather_every: int = 10,
+        total_steps: int | None = None,
         extra: dict[str, Any] | None = None,
     ) -> None:
         """Step `step` completed (counting from 1). `samples`: how many the whole job put
-        through in it (for throughput). `extra`: more heartbeat fields (the reference trainer's
-        data epoch, start-up times). See the module's docstring for `sync_ranks`."""
+        through in it (for throughput). `total_steps`: how many it means to train (the job's
+        ETA). `extra`: more heartbeat fields (the reference trainer's data epoch, start-up
+        times). See the module's docstring for `sync_ranks`."""
         now = time.monotonic()
         elapsed, self._last = now - self._last, now
         self.step_times.append(elapsed)
+        if self._reported:
+            self.steady_times.append(elapsed)
         if self._computing > 0:
             self.compute_times.append(self._computing)
         self._computing = 0.0
@@ -137,6 +144,8 @@ class Reporter:
             "step": step,
             "loss": loss,
             "samplesPerSecond": samples / elapsed if samples and elapsed > 0 else None,
+            "stepSeconds": steady if (steady := _mean(self.steady_times)) > 0 else None,
+            "totalSteps": total_steps if total_steps and total_steps > 0 else None,
             "rankStepSeconds": self.rank_step_seconds,
             "rankComputeSeconds": self.rank_compute_seconds,
             "windowSteps": self.window_steps,
@@ -234,9 +243,10 @@ def report(
     samples: int | None = None,
     *,
     sync_ranks: bool = False,
+    total_steps: int | None = None,
 ) -> None:
     """Step `step` completed; see `Reporter.report`."""
-    default_reporter().report(step, loss, samples, sync_ranks=sync_ranks)
+    default_reporter().report(step, loss, samples, sync_ranks=sync_ranks, total_steps=total_steps)
 
 
 def checkpoint(step: int, path: str) -> None:

@@ -30,7 +30,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from phalanx.cli.display import PHASE_STYLES
+from phalanx.cli.display import PHASE_STYLES, eta
 from phalanx.models.responses import JobDetail, JobList, JobSummary
 from phalanx.models.status import PROGRESS_REPORTED
 from phalanx.sdk import Client, PhalanxAPIError
@@ -219,11 +219,14 @@ def _print_job(job: JobDetail, output: str) -> None:
     if status:
         step = status.progress.step if status.progress else "-"  # none reported (yet)
         goodput = "-" if status.goodput is None else f"{status.goodput:.1%}"
+        total = status.progress.total_steps if status.progress else None
         console.print(
             f"epoch {status.epoch}  nodes {status.nodes}  world {status.world_size}  "
-            f"spares {status.spares}  step {step}  restarts {status.restarts.total}  "
-            f"goodput {goodput}"
+            f"spares {status.spares}  step {step}{f' / {total}' if total else ''}  "
+            f"restarts {status.restarts.total}  goodput {goodput}"
         )
+        if phase == "Running" and status.progress is not None and status.progress.eta:
+            console.print(f"ETA {eta(status.progress.eta)}")  # failures to come not counted
         unreported = next(
             (c for c in status.conditions if c.type == PROGRESS_REPORTED and c.status == "False"),
             None,
@@ -265,11 +268,11 @@ def register(app: typer.Typer) -> None:
             )
             return
         table = Table("NAMESPACE", "NAME", "PHASE", "NODES", "WORLD", "SPARES", "EPOCH", "STEP",
-                      "RESTARTS", box=None, header_style="bold")  # fmt: skip
+                      "RESTARTS", "ETA", box=None, header_style="bold")  # fmt: skip
         for j in found:
             table.add_row(j.namespace, j.name, j.phase or "-", str(j.nodes), str(j.world_size),
                           str(j.spares), str(j.epoch), "-" if j.step is None else str(j.step),
-                          str(j.restarts))  # fmt: skip
+                          str(j.restarts), eta(j.eta) if j.phase == "Running" else "-")  # fmt: skip
         Console().print(table)
 
     def one(action: Callable[[Jobs, str], JobDetail | None], help_text: str, name: str) -> None:

@@ -34,6 +34,18 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def eta(when: datetime | None, now: datetime | None = None) -> str:
+    """An ETA for people: the time left and the clock time it is reached ("-": not known)."""
+    if when is None:
+        return "-"
+    now = now or datetime.now(UTC)
+    left = max((when - now).total_seconds(), 0.0)
+    hours, rest = divmod(round(left), 3600)
+    minutes, seconds = divmod(rest, 60)
+    span = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+    return f"in {span} ({when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+
+
 def _restarts(status: TrainingJobStatus) -> str:
     r = status.restarts
     return f"{r.total} (infrastructure {r.infrastructure}, application {r.application})"
@@ -91,6 +103,7 @@ class RunDisplay:
             "restarts", _restarts(status),
             "checkpoint", _checkpoint(checkpoint, status.checkpoint_interval_steps),
         )  # fmt: skip
+        table.add_row("ETA", eta(progress.eta if progress else None), "", "")
         title = f"phalanx run {run.job.metadata.name}  ·  {run.elapsed:.0f} s"
         return Panel(table, title=title, title_align="left", expand=False)
 

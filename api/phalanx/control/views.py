@@ -48,6 +48,7 @@ def summary(job: Job) -> JobSummary:
         step=(status.get("progress") or {}).get("step"),
         restarts=(status.get("restarts") or {}).get("total", 0),
         goodput=status.get("goodput"),
+        eta=(status.get("progress") or {}).get("eta"),
         created=_created(meta),
         labels=meta.get("labels") or {},
     )

@@ -44,6 +44,8 @@ PRINTER_COLUMNS: Final = [
     {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts.total"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    # a string: kubectl shows a future "date" as <invalid>; -o wide only
+    {"name": "ETA", "type": "string", "jsonPath": ".status.progress.eta", "priority": 1},
 ]
 
 # JSON-schema keywords that carry over to a structural schema unchanged.

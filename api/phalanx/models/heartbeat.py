@@ -68,6 +68,13 @@ class Heartbeat(KubeModel):
     """Mean step time of each global rank over the last `windowSteps` steps. In synchronous
     training every rank waits for the slowest at each step, so these come out alike."""
 
+    step_seconds: Annotated[float | None, Field(gt=0)] = None
+    """Global rank 0's mean step time over its last steps (up to 20): a step time for a program
+    that does not gather every rank's (`rankStepSeconds`)."""
+
+    total_steps: Annotated[int | None, Field(ge=1)] = None
+    """The steps the program means to train, where it says (for the job's ETA)."""
+
     rank_compute_seconds: list[float] = Field(default_factory=list)
     """Median time per step each global rank spent on its own work over the window (the
     reference trainer: its forward passes, and the backward passes that reduce no gradients), not

@@ -37,6 +37,8 @@ class JobSummary(Schema):
     step: int | None = None
     restarts: int = 0
     goodput: float | None = None
+    eta: datetime | None = None
+    """When training is expected to reach its last step (status.progress.eta)."""
     created: datetime | None = None
     labels: dict[str, str] = Field(default_factory=dict)
 

@@ -84,6 +84,16 @@ class Progress(KubeModel):
     updated_at: datetime | None = None
     """When the operator saw the step last advance (a hang is measured from here)."""
 
+    total_steps: Annotated[int | None, Field(ge=1)] = None
+    """The steps the program means to train, as it reported them (the reference trainer's
+    `trainer.steps`, Lightning's `max_steps`, the Hugging Face Trainer's `max_steps`, a script's
+    `phalanx.progress.report(total_steps=...)`); unset when it reports none."""
+
+    eta: datetime | None = None
+    """When training is expected to reach `totalSteps`: the steps left times the step time (the
+    slowest rank's, else rank 0's), from `updatedAt`. Failures still to come are not in it.
+    Unset without `totalSteps` or a step time."""
+
 
 class CheckpointRef(KubeModel):
     """A committed (valid) checkpoint."""

@@ -31,7 +31,7 @@ from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.job import TrainingJob
 from phalanx.models.status import ENDED, CheckpointRef, Progress, TrainingJobStatus
 from phalanx.operator.planner import PlannerConfig, plan
-from phalanx.operator.planner.progress import NOT_REPORTED
+from phalanx.operator.planner.progress import NOT_REPORTED, eta
 
 LOCAL_PLANNER = PlannerConfig(
     grow_cooldown_seconds=10.0, retire_poll_seconds=0.2, assignment_ack_seconds=3.0,
@@ -251,9 +251,15 @@ class LocalRun:
             and beat.epoch == status.epoch
             and (status.progress is None or beat.step > status.progress.step)
         ):
+            kept = status.progress
+            step_seconds = kept.step_seconds if kept is not None else None
             status.progress = Progress(
                     epoch=beat.epoch, step=beat.step, data_epoch=beat.data_epoch,
                     samples_per_second=beat.samples_per_second, loss=beat.loss,
+                    step_seconds=step_seconds, updated_at=kept.updated_at if kept else None,
+                    total_steps=beat.total_steps,
+                    eta=eta(datetime.now(UTC), beat.step, beat.total_steps,
+                            step_seconds or beat.step_seconds),
                 )  # fmt: skip
         reported = beat.checkpoint if beat is not None and beat.epoch == status.epoch else None
         newest = self.workdir.newest_checkpoint()

@@ -1,7 +1,7 @@
 """The web page in headless Chromium, against the API service, with the operator running and
 the test as kubelet: a job that fails, restarts, then shrinks shows its world-size and epoch
-timeline, its throughput and loss, its failure and its events; the charts follow a window
-resize. A screenshot is saved as a test artifact.
+timeline, its throughput and loss, its failure, its events and its ETA (the CLI's `get` shows
+the same); the charts follow a window resize. A screenshot is saved as a test artifact.
 """
 
 from __future__ import annotations
@@ -14,22 +14,30 @@ from kubernetes import client as k8s
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+from typer.testing import CliRunner
 
+from phalanx.cli.main import app
 from tests.integration.operator.conftest import Cluster
 from tests.support.apiserver import running_api
 from tests.support.browser import artifacts_dir, chromium, page_state
 from tests.support.rbac import grant, grant_jobs, identity
 
 NARROW, WIDE = (720, 900), (1400, 1100)
+TOTAL_STEPS, STEP_SECONDS = 1000, 6.5  # epoch 3: 900 steps left, 1 h 37 min 30 s
 
 
 def _train(cluster: Cluster, epoch: int, steps: range) -> None:
     """Node rank 0's heartbeats for `steps`, each seen in the job's status before the next."""
     for step in steps:
-        cluster.kubelet.heartbeat(
-            "web",
-            {"epoch": epoch, "step": step, "samplesPerSecond": 100.0 + step, "loss": 4 - step / 50},
-        )
+        beat = {
+            "epoch": epoch,
+            "step": step,
+            "samplesPerSecond": 100.0 + step,
+            "loss": 4 - step / 50,
+        }
+        if epoch == 3:
+            beat |= {"totalSteps": TOTAL_STEPS, "stepSeconds": STEP_SECONDS}
+        cluster.kubelet.heartbeat("web", beat)
         cluster.wait_status("web", functools.partial(_at_step, step=step), f"step {step}")
 
 
@@ -90,12 +98,22 @@ def test_web_page_shows_the_timeline_after_a_resize(
             assert "web-1-3" in failures
             assert "ZeroDivisionError" in failures
             wait.until(lambda b: "Shrink" in b.find_element(By.ID, "events").text)
+            facts = browser.find_element(By.ID, "job-facts").text
+            assert f"100 / {TOTAL_STEPS}" in facts, facts
+            assert "ETA\nin 1 h 37 min" in facts, facts
             legend = browser.find_element(By.CSS_SELECTOR, "#timeline .u-legend").text
             assert "world size" in legend
             assert "epoch" in legend
             shot = artifacts_dir() / "web-job-timeline.png"
             assert browser.save_screenshot(str(shot)), "no screenshot"
             print(f"screenshot: {shot}")
+
+        got = CliRunner().invoke(
+            app, ["get", "web", "--server", url, "--token", user.token, "-n", namespace]
+        )
+        assert got.exit_code == 0, got.output
+        assert f"step 100 / {TOTAL_STEPS}" in got.output
+        assert "ETA in 1h37m" in got.output, got.output
 
 
 def _attr(browser: Any, selector: str, name: str) -> str:

@@ -39,7 +39,8 @@ class PhalanxProgress(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         ranks = max(int(getattr(args, "world_size", 1) or 1), 1)
         samples = args.per_device_train_batch_size * ranks * args.gradient_accumulation_steps
-        progress.report(int(state.global_step), loss=self._loss, samples=samples)
+        total = int(getattr(state, "max_steps", 0) or 0) or None  # the Trainer computes it
+        progress.report(int(state.global_step), loss=self._loss, samples=samples, total_steps=total)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         path = Path(args.output_dir, f"checkpoint-{state.global_step}")

@@ -12,6 +12,7 @@ Outside a Phalanx pod it does nothing.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,19 @@ def _batch_size(batch: Any) -> int | None:
     return int(shape[0]) if shape else None
 
 
+def _total(trainer: Any) -> int | None:
+    """The optimizer steps the Trainer will take: `max_steps` when set, else its estimate from
+    the epochs and the loader's length (None when it cannot tell: an iterable of unknown
+    length)."""
+    if int(getattr(trainer, "max_steps", -1) or -1) > 0:
+        return int(trainer.max_steps)
+    try:
+        estimate = float(trainer.estimated_stepping_batches)
+    except Exception:  # Lightning raises when the loader has no length
+        return None
+    return int(estimate) if math.isfinite(estimate) and estimate > 0 else None
+
+
 class PhalanxProgress(Callback):
     """Reports every optimizer step and every checkpoint Lightning saves to Phalanx."""
 
@@ -67,7 +81,7 @@ class PhalanxProgress(Callback):
         if size is not None:
             ranks = int(getattr(trainer, "world_size", 1) or 1)
             samples = size * ranks * int(trainer.accumulate_grad_batches or 1)
-        progress.report(step, loss=_loss(outputs), samples=samples)
+        progress.report(step, loss=_loss(outputs), samples=samples, total_steps=_total(trainer))
         self._report_checkpoint(trainer)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

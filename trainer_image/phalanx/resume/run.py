@@ -72,16 +72,19 @@ class Resumable:
         data_parallel: tuple[int, int] | None = None,
         part: str = "model",
         reporter: progress.Reporter | None = None,
+        total_steps: int | None = None,
     ) -> None:
         """`data_parallel`: (degree, this rank's index) when model parallelism makes it differ
         from (world size, rank). `part`: which part of the model this rank holds (pipeline
         stages), so memory snapshots go to ranks of the same part. `reporter`: where steps and
-        checkpoints are reported (phalanx.progress's own by default)."""
+        checkpoints are reported (phalanx.progress's own by default). `total_steps`: the steps
+        the script means to train, reported for the job's ETA."""
         if global_batch < 1 or dataset_size < 1:
             raise ValueError(
                 f"global_batch ({global_batch}) and dataset_size ({dataset_size}) must be >= 1"
             )
         self.settings = settings or CheckpointSettings.from_env()
+        self.total_steps = total_steps
         self.global_batch = global_batch
         rank, world = _rank_and_world()
         self.dp_size, self.dp_rank = data_parallel or (world, rank)
@@ -169,7 +172,7 @@ class Resumable:
         if report:
             resumed = {"step": self.resumed_from, "source": self.source}
             self.reporter.report(
-                self.progress.step, loss, self.global_batch,
+                self.progress.step, loss, self.global_batch, total_steps=self.total_steps,
                 extra={"resumed": {k: v for k, v in resumed.items() if v is not None}},
             )  # fmt: skip
         preempted, overdue = self._agree()

@@ -30,7 +30,13 @@ class HeartbeatWriter:
         return self.reporter.compute()
 
     def step_done(
-        self, step: int, loss: float, samples: int, data_epoch: int, gather_every: int = 10
+        self,
+        step: int,
+        loss: float,
+        samples: int,
+        data_epoch: int,
+        total_steps: int,
+        gather_every: int = 10,
     ) -> None:
         """Call on every rank after each step (it gathers the ranks' times every
         `gather_every`, and after this run's first step, which arms the hang timeout)."""
@@ -39,8 +45,9 @@ class HeartbeatWriter:
             if value is not None:
                 extra[name] = value.model_dump(mode="json", by_alias=True, exclude_none=True)
         self.reporter.report(
-            step, loss, samples, sync_ranks=True, gather_every=gather_every, extra=extra
-        )
+            step, loss, samples, sync_ranks=True, gather_every=gather_every,
+            total_steps=total_steps, extra=extra,
+        )  # fmt: skip
 
     def checkpointed(self, step: int, path: str) -> None:
         self.reporter.checkpoint(step, path)

@@ -101,7 +101,7 @@ class Trainer:
                     self._log({"event": "startup", "epoch": self.pod.epoch,
                                **self.heartbeat.startup.model_dump()})  # fmt: skip
             self.heartbeat.step_done(
-                self.run.step, loss, config.global_batch_size, self.run.data_epoch
+                self.run.step, loss, config.global_batch_size, self.run.data_epoch, config.steps
             )
             with self.heartbeat.compute():  # stands for a bigger model's compute on this rank
                 emulated.work(config.step_delay_seconds)

@@ -65,6 +65,14 @@ function fillFacts(dl, facts) {
 
 const percent = (x) => (x === null || x === undefined ? null : `${(100 * x).toFixed(1)} %`);
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : null);
+// status.progress.eta: the time left and the clock time; null (shown "—") when not known.
+function eta(iso) {
+  if (!iso) return null;
+  const left = Math.max(0, Math.round((new Date(iso) - Date.now()) / 1000));
+  const [h, m, s] = [Math.floor(left / 3600), Math.floor((left % 3600) / 60), left % 60];
+  const span = h ? `${h} h ${m} min` : m ? `${m} min ${s} s` : `${s} s`;
+  return `in ${span} (${when(iso)})`;
+}
 
 function showError(error) {
   const p = $("#error");
@@ -223,7 +231,9 @@ async function refreshJob() {
     ["world size", status.worldSize],
     ["hot spares", `${status.spares ?? 0} ready (spec.spares ${job.spec.spares ?? 0})`],
     ["epoch", status.epoch],
-    ["step", unreported ? notReported : progress.step],
+    ["step", unreported ? notReported
+      : progress.totalSteps ? `${progress.step} / ${progress.totalSteps}` : progress.step],
+    ["ETA", unreported ? notReported : status.phase === "Running" ? eta(progress.eta) : null],
     ["restarts", `${restarts.total ?? 0} (application ${restarts.application ?? 0}, ` +
                  `infrastructure ${restarts.infrastructure ?? 0})`],
     ["goodput", unreported ? notReported : percent(status.goodput)],

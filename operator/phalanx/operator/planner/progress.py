@@ -10,7 +10,7 @@ to what can be seen: the new epoch's pods running (`until="pods-running"`, said 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from phalanx.models import env
 from phalanx.models.conditions import ConditionReason, ConditionType
@@ -56,6 +56,8 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
             loss=beat.loss,
             step_seconds=step_seconds,
             updated_at=d.now,
+            total_steps=beat.total_steps,
+            eta=eta(d.now, beat.step, beat.total_steps, step_seconds or beat.step_seconds),
         )
         d.status.consecutive_failures = 0
         timeout = heartbeat.hang_timeout(d.spec.failure_policy.hang_timeout_seconds, step_seconds)
@@ -70,6 +72,17 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
     if beat is not None and beat.checkpoint is not None:
         d.status.record_checkpoint(beat.checkpoint)
     return False
+
+
+def eta(
+    now: datetime, step: int, total_steps: int | None, step_seconds: float | None
+) -> datetime | None:
+    """When `total_steps` is reached at `step_seconds` a step from `now`; None when either is
+    unknown. Synchronous training runs at its slowest rank's pace, so that rank's step time is
+    the one to use when known."""
+    if total_steps is None or step_seconds is None:
+        return None
+    return now + timedelta(seconds=max(total_steps - step, 0) * step_seconds)
 
 
 def unreported(d: Decision, config: PlannerConfig) -> None:
