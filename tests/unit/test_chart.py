@@ -252,6 +252,9 @@ def test_default_render_holds_the_crd_both_components_and_the_dashboard(
         ("Service", "phalanx-operator-metrics"),
         ("ServiceAccount", "phalanx-api"),
         ("ServiceAccount", "phalanx-operator"),
+        # the operator's writes refused in kube-system and the other excluded namespaces
+        ("ValidatingAdmissionPolicy", "phalanx-operator-excluded-namespaces"),
+        ("ValidatingAdmissionPolicyBinding", "phalanx-operator-excluded-namespaces"),
     ]
     crd = of_kind(default_render, "CustomResourceDefinition")[0]
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

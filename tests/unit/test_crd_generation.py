@@ -69,8 +69,10 @@ def test_subresources_and_printer_columns() -> None:
     version = crdgen.crd()["spec"]["versions"][0]
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas.desired"
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "Phase", "Nodes", "World", "Epoch", "Step", "Restarts", "Age",
+        "Phase", "Nodes", "World", "Epoch", "Step", "Restarts", "Age", "ETA",
     ]  # fmt: skip
+    eta = version["additionalPrinterColumns"][-1]
+    assert (eta["type"], eta["priority"]) == ("string", 1), "kubectl shows a future date <invalid>"
 
 
 def test_chart_copy_is_toggled_and_kept() -> None:

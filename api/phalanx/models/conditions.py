@@ -78,6 +78,8 @@ class ConditionReason(StrEnum):
     EPOCH_LIMIT_REACHED = "EpochLimitReached"
     RESTART_BUDGET_EXHAUSTED = "RestartBudgetExhausted"
     AGENT_CANNOT_RUN = "AgentCannotRun"
+    NAMESPACE_EXCLUDED = "NamespaceExcluded"
+    """The operator runs no job in this namespace (its excludedNamespaces)."""
 
 
 class EpochReason(StrEnum):

@@ -77,6 +77,14 @@ rendered env and Roles do not change with the order of the list.
 {{- end }}
 
 {{/*
+The namespaces a cluster-wide operator stays out of (sorted, unique); none when it watches a list
+of namespaces (those were asked for).
+*/}}
+{{- define "phalanx.operator.excludedNamespaces" -}}
+{{- if .Values.operator.namespaces }}[]{{ else }}{{ .Values.operator.excludedNamespaces | uniq | sortAlpha | toJson }}{{ end }}
+{{- end }}
+
+{{/*
 Pod spec fields both components share: identity, security, placement. .values is the
 component's values.
 */}}

@@ -26,6 +26,13 @@ class OperatorSettings(BaseSettings):
     namespaces: list[str] = Field(default_factory=list)
     """Namespaces to watch; empty means all (cluster-wide)."""
 
+    excluded_namespaces: list[str] = Field(
+        default_factory=lambda: ["kube-node-lease", "kube-public", "kube-system"]
+    )
+    """Cluster-wide only: namespaces where a TrainingJob fails at once (NamespaceExcluded) and
+    nothing is created. The system namespaces by default; `[]` to run jobs anywhere. Ignored when
+    `namespaces` lists the namespaces to watch: those are what was asked for."""
+
     kubeconfig: Path | None = None
     """Kubeconfig to use; default: in-cluster service account, else $KUBECONFIG."""
 
@@ -79,5 +86,6 @@ class OperatorSettings(BaseSettings):
     def planner_config(self) -> PlannerConfig:
         return PlannerConfig(
             grow_cooldown_seconds=self.grow_cooldown_seconds,
+            excluded_namespaces=frozenset(() if self.namespaces else self.excluded_namespaces),
             straggler_min_window=self.straggler_min_window,
         )

@@ -15,6 +15,9 @@ class PlannerConfig:
 
     grow_cooldown_seconds: float = 60.0
     """Least time an epoch runs before the job grows again (no thrashing)."""
+    excluded_namespaces: frozenset[str] = frozenset()
+    """Namespaces where the operator runs no job (a cluster-wide install's system namespaces):
+    a TrainingJob there fails at once with `NamespaceExcluded`, nothing created."""
     straggler_min_window: int = 10
     """Least number of steps a heartbeat's step-time window must cover to judge stragglers."""
     straggler_min_cost: float = 0.1

@@ -150,6 +150,22 @@ def deadline_exceeded(d: Decision, _: PlannerConfig) -> bool:
     return True
 
 
+def excluded_namespace(d: Decision, config: PlannerConfig) -> bool:
+    """A job in a namespace the operator may not touch (kube-system and the like, on a
+    cluster-wide install) fails at once, saying which setting excludes it, and gets nothing."""
+    namespace = d.job.metadata.namespace or ""
+    if namespace not in config.excluded_namespaces:
+        return False
+    fail(
+        d,
+        ConditionReason.NAMESPACE_EXCLUDED,
+        f"namespace {namespace} is excluded: the operator runs no TrainingJob there (the chart's "
+        "operator.excludedNamespaces, PHALANX_OPERATOR_EXCLUDED_NAMESPACES); create it in "
+        "another namespace",
+    )
+    return True
+
+
 def does_not_fit(d: Decision, _: PlannerConfig) -> bool:
     """A job that fits in GPU memory at no size in min..max fails at once, not in an OOM loop."""
     if memory.floor(d.spec) is not None:
@@ -264,6 +280,7 @@ def success(d: Decision, _: PlannerConfig) -> bool:
 LADDER: tuple[Step, ...] = (
     finished,
     suspended,
+    excluded_namespace,
     deadline_exceeded,
     does_not_fit,
     first_epoch,
