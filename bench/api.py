@@ -61,6 +61,7 @@ from phalanx.models.job import GROUP, PLURAL, VERSION
 from phalanx.server.settings import ServerSettings
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import ControlPlane, free_port, running_control_plane, wait_until
+from tests.support.pki import make_pki
 from tests.support.rbac import Identity, grant_jobs, identity
 
 NAMESPACE = "bench"
@@ -196,12 +197,15 @@ def measure(
 
 @contextlib.contextmanager
 def running_service(settings: ServerSettings, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m phalanx.server` with `settings` in its environment, stopped on exit."""
+    """`python -m phalanx.server` with `settings` in its environment, stopped on exit. It serves
+    TLS as the chart runs it (the kube API's side of the comparison is TLS too)."""
     env = {
         **os.environ,
         "PHALANX_API_KUBECONFIG": str(settings.kubeconfig),
         "PHALANX_API_HOST": settings.host,
         "PHALANX_API_PORT": str(settings.port),
+        "PHALANX_API_TLS_CERT_FILE": str(settings.tls_cert_file),
+        "PHALANX_API_TLS_KEY_FILE": str(settings.tls_key_file),
     }
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -393,14 +397,18 @@ def main() -> int:
         reader = identity(admin, NAMESPACE, "bench-reader")
         grant_jobs(admin, NAMESPACE, reader)
 
-        settings = ServerSettings(kubeconfig=plane.kubeconfig, host="127.0.0.1", port=free_port())
+        pki = make_pki(Path(tmp) / "service-pki")  # as the chart makes one for the service
+        settings = ServerSettings(kubeconfig=plane.kubeconfig, host="127.0.0.1", port=free_port(),
+                                  tls_cert_file=pki.serving_cert, tls_key_file=pki.serving_key)  # fmt: skip
         log = Path(tmp) / "phalanx-api.log"
         began = time.monotonic()
         service = stack.enter_context(running_service(settings, log))
-        url = f"http://{settings.host}:{settings.port}"
+        url = f"https://{settings.host}:{settings.port}"
+        service_tls = ssl.create_default_context(cafile=str(pki.ca_cert))
 
         def api_client() -> httpx.Client:
-            return httpx.Client(base_url=url, headers=reader.headers, timeout=60)
+            return httpx.Client(base_url=url, headers=reader.headers, verify=service_tls,
+                                timeout=60)  # fmt: skip
 
         kube_client = kube_client_for(plane, reader)
         clients = {

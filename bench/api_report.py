@@ -201,7 +201,8 @@ a walk counts as one request)
 {findings(sequential, full, concurrent, args.concurrency)}
 
 How it is measured: a request is timed from sending to the body's last byte, over a keep-alive \
-HTTP/1.1 connection (plain HTTP to the service, TLS to the kube API); JSON decode is not timed, \
+HTTP/1.1 connection, TLS on both sides (the service with a certificate made as the chart makes \
+one, the kube API with its own); JSON decode is not timed, \
 except in the page-after-page walk, where both sides decode each page for its continue token. \
 The two sides do not send the same bytes: the service answers with job summaries, the kube API \
 with whole objects (the response column). Server CPU / req is the user + system time of the API \
@@ -221,6 +222,7 @@ def figures_json(jobs: int, modes: dict[str, dict[Target, Series]]) -> str:
     """The figures for `python -m bench`'s report: each target's p50, p99 and rate, by mode."""
     return json.dumps({"jobs": jobs, "series": [
         {"mode": mode, "operation": t.operation, "side": t.side, "p50": s.quantile(0.5),
-         "p99": s.quantile(0.99), "rate": s.rate, "errors": s.errors}
+         "p99": s.quantile(0.99), "rate": s.rate, "errors": s.errors,
+         "bytes": s.size / len(s.latencies) if s.latencies else 0}
         for mode, measured in modes.items() for t, s in measured.items()
     ]}, indent=1)  # fmt: skip

@@ -1,5 +1,13 @@
 """Goodput against the failure interval: Phalanx and stock torchrun, the same script, the same
-checkpoint cadence, the same fault (one worker SIGKILLed every M seconds), back to back.
+checkpoint cadence, the same fault (one worker SIGKILLed every M seconds), back to back, each
+run repeated (`--repeats`, 3 in the full suite) so that every figure has a spread; and Phalanx
+with a node lost every M seconds (`--node-intervals`; a hot spare, the machine back 5 s later),
+which torchrun on one agent has no like-for-like for.
+
+Intervals too long to run three times in a session (`--derive`, 600 s in the full suite) are
+derived, not run: each repeat's goodput without failures less the time a failure cost in that
+repeat's runs (measured: (G0 - G) x window / failures, the median over its intervals) divided
+by M. The report labels them so.
 
 Why these two: torchrun's `--max-restarts` is what a PyTorch user has without an orchestrator;
 it is given its best chance (`TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`, c10d rendezvous on one
@@ -50,6 +58,9 @@ class Run:
     """rank 0's step records: time (from the run's start), step, world size."""
     kills: list[float] = field(default_factory=list)
     """When each failure struck (from the run's start)."""
+    failure: str = "worker"
+    """What failed: "worker" (one SIGKILLed, its pod survives) or "node" (lost, a spare)."""
+    repeat: int = 0
 
     @property
     def step_time(self) -> float:
@@ -118,30 +129,43 @@ def _due(first_step: float | None, now: float, interval: float | None, struck: i
     )
 
 
-def phalanx(spec: TrainingJob, seconds: float, interval: float | None, workdir: Path) -> Run:
-    """The job on the local backend for `seconds` after its first step, a worker SIGKILLed every
-    `interval` s from then."""
+def phalanx(spec: TrainingJob, seconds: float, interval: float | None, workdir: Path,
+            failure: str = "worker") -> Run:  # fmt: skip
+    """The job on the local backend for `seconds` after its first step, a worker SIGKILLed (or,
+    `failure="node"`, a node lost, its machine back 5 s later) every `interval` s from then."""
     run = LocalRun(spec, RunOptions(workdir=workdir, fresh=True))
     started = time.time()
     first: list[float] = []
+    restore: list[float] = []
 
     def on_tick(r: LocalRun) -> None:
         if not first and r.status.progress is not None:
             first.append(time.time())
         now = time.time()
+        if restore and now >= restore[0]:
+            r.cluster.set_capacity(r.job.spec.desired_nodes + r.job.spec.spares)
+            restore.clear()
         if first and now - first[0] >= seconds and r.stop_requests == 0:
             r.request_stop()
         elif _due(first[0] if first else None, now, interval, len(r.faults)):
-            fault = Fault("kill-rank", 0, rank=len(r.faults) % RANKS)
+            if failure == "node":
+                fault = Fault("kill-node", 0, node_rank=len(r.faults) % r.status.nodes,
+                              lose_node=True)  # fmt: skip
+            else:
+                fault = Fault("kill-rank", 0, rank=len(r.faults) % RANKS)
             record = inject.strike(r.cluster, r.job, fault, datetime.now(UTC))
             if record is not None:
                 r.faults.append(record)
+                if failure == "node":
+                    restore.append(now + 5.0)
 
     run.run(on_tick)
     steps = _relative(log_records(workdir), started)
     kills = [round(f.time.timestamp() - started, 3) for f in run.faults]
     end = (first[0] - started + seconds) if first else time.time() - started
-    return _window("phalanx", interval, steps, end, kills)
+    window = _window("phalanx", interval, steps, end, kills)
+    window.failure = failure
+    return window
 
 
 def torchrun(spec: TrainingJob, seconds: float, interval: float | None, workdir: Path) -> Run:
@@ -193,29 +217,77 @@ def bound(terms: dict[str, float], run: dict[str, Any]) -> float:
     return 1.0 - terms["save_share"] - (terms["recovery"] + terms["tau"] / 2) / interval
 
 
-def measure(intervals: list[float], seconds: float, baseline_seconds: float,
+def _window_for(seconds: float, interval: float) -> float:
+    """A whole number of intervals near `seconds`, at least one: the failures strike in the
+    middle of each (`_due`), so each one's cost falls inside the window."""
+    return interval * max(1, round(seconds / interval))
+
+
+def measure(intervals: list[float], node_intervals: list[float], seconds: float,
+            baseline_seconds: float, repeats: int, derive: list[float],
             workdir: Path) -> dict[str, Any]:  # fmt: skip
-    """Every system without failures, then at each interval; the bound from what was measured."""
-    spec = job(1_000_000)
+    """`repeats` rounds, each: every system without failures, then at each interval; Phalanx
+    with nodes lost at each node interval. Then the bound's terms and the derived intervals."""
+    spec, with_spare = job(1_000_000), job(1_000_000, spares=1)
     runs: list[Run] = []
-    for system, run in SYSTEMS.items():
-        runs.append(run(spec, baseline_seconds, None, workdir / f"{system}-none"))
-        print(system, "no failures", f"{runs[-1].goodput:.3f}", flush=True)
-        for interval in intervals:
-            window = max(seconds, interval)  # at least one failure, with its cost, inside
-            runs.append(run(spec, window, interval, workdir / f"{system}-{interval:g}"))
-            print(system, interval, f"{runs[-1].goodput:.3f}", runs[-1].recoveries, flush=True)
+    for repeat in range(repeats):
+        for system, run in SYSTEMS.items():
+            here = workdir / f"r{repeat}"
+            runs.append(run(spec, baseline_seconds, None, here / f"{system}-none"))
+            runs[-1].repeat = repeat
+            print(repeat, system, "no failures", f"{runs[-1].goodput:.3f}", flush=True)
+            for interval in intervals:
+                window = _window_for(seconds, interval)
+                runs.append(run(spec, window, interval, here / f"{system}-{interval:g}"))
+                runs[-1].repeat = repeat
+                print(repeat, system, interval, f"{runs[-1].goodput:.3f}", runs[-1].recoveries,
+                      flush=True)  # fmt: skip
+        for interval in node_intervals:
+            window = _window_for(seconds, interval)
+            runs.append(phalanx(with_spare, window, interval,
+                                workdir / f"r{repeat}" / f"node-{interval:g}", failure="node"))  # fmt: skip
+            runs[-1].repeat = repeat
+            print(repeat, "phalanx, node lost", interval, f"{runs[-1].goodput:.3f}", flush=True)
     bounds = {}
     for system in SYSTEMS:
-        mine = [r for r in runs if r.system == system]
-        calm = next(r for r in mine if r.interval is None)
+        mine = [r for r in runs if r.system == system and r.failure == "worker"]
+        calm = [r for r in mine if r.interval is None]
         recoveries = [s for r in mine for s in r.recoveries]
         bounds[system] = {
-            "save_share": calm.save_share,
-            "tau": resume_spacing(system, spec, calm.step_time),
+            "save_share": statistics.median(r.save_share for r in calm),
+            "tau": resume_spacing(system, spec, statistics.median(r.step_time for r in calm)),
             "recovery": statistics.median(recoveries) if recoveries else float("nan"),
         }
-    return {"runs": [r.figures() for r in runs], "bounds": bounds}
+    return {"runs": [r.figures() for r in runs], "bounds": bounds, "repeats": repeats,
+            "derived": derived(runs, derive)}  # fmt: skip
+
+
+def lost_per_failure(runs: list[Run], system: str, repeat: int) -> float | None:
+    """Seconds of goodput one worker kill cost in a repeat: (G0 - G) x window / failures over
+    its runs with failures (the median), G0 its run without."""
+    mine = [r for r in runs if (r.system, r.failure, r.repeat) == (system, "worker", repeat)]
+    calm = next((r for r in mine if r.interval is None), None)
+    costs = [(calm.goodput - r.goodput) * r.window / len(r.kills)
+             for r in mine if calm is not None and r.kills]  # fmt: skip
+    return statistics.median(costs) if costs else None
+
+
+def derived(runs: list[Run], intervals: list[float]) -> dict[str, Any]:
+    """Each system's goodput at each of `intervals`, per repeat: G0 - lost per failure / M."""
+    out: dict[str, Any] = {}
+    for system in SYSTEMS:
+        per_repeat = []
+        for repeat in sorted({r.repeat for r in runs}):
+            calm = next((r for r in runs if (r.system, r.failure, r.repeat, r.interval)
+                         == (system, "worker", repeat, None)), None)  # fmt: skip
+            lost = lost_per_failure(runs, system, repeat)
+            if calm is not None and lost is not None:
+                per_repeat.append((calm.goodput, lost))
+        out[system] = {
+            "lost_per_failure": [lost for _, lost in per_repeat],
+            "goodput": {f"{m:g}": [g0 - lost / m for g0, lost in per_repeat] for m in intervals},
+        }
+    return out
 
 
 def main() -> int:
@@ -225,11 +297,20 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=600,
                         help="each run's length after its first step (at least one interval)")  # fmt: skip
     parser.add_argument("--baseline-seconds", type=float, default=300)
+    parser.add_argument("--node-intervals", default="60",
+                        help="seconds between lost nodes (Phalanx, a hot spare); '' for none")  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=3, help="runs of every figure")
+    parser.add_argument("--derive", default="600",
+                        help="intervals derived from the measured terms, not run; '' for none")  # fmt: skip
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     args = parser.parse_args()
-    intervals = [float(m) for m in args.intervals.split(",")]
+
+    def numbers(text: str) -> list[float]:
+        return [float(m) for m in text.split(",") if m]
+
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        figures = measure(intervals, args.seconds, args.baseline_seconds, Path(tmp))
+        figures = measure(numbers(args.intervals), numbers(args.node_intervals), args.seconds,
+                          args.baseline_seconds, args.repeats, numbers(args.derive), Path(tmp))  # fmt: skip
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))
     return 0

@@ -49,6 +49,8 @@ from bench.goodput import goodput, job, log_records, snapshot_cost, steps_of
 from phalanx.local import Fault, LocalRun, RunOptions, inject
 
 TRAIN_SECONDS_BEFORE_FAULT = 5.0
+LARGE = "117.5 M parameters, real compute, 2 nodes"
+"""The large model's scenarios (bench.goodput.LARGE_MODEL), beside the toy's."""
 STAGES = ("spawned", "started", "rendezvous", "built", "loaded", "first_step")
 
 
@@ -109,9 +111,11 @@ class Injector:
             self.restore_at = time.monotonic() + (0.0 if self.kind == "spare" else 5.0)
 
 
-def phalanx_scenario(kind: str, failures: int, workdir: Path) -> list[Recovery]:
+def phalanx_scenario(
+    kind: str, failures: int, workdir: Path, *, large: bool = False
+) -> list[Recovery]:
     spares = 1 if kind == "spare" else 0
-    run = LocalRun(job(1_000_000, spares), RunOptions(workdir=workdir, fresh=True))
+    run = LocalRun(job(1_000_000, spares, large=large), RunOptions(workdir=workdir, fresh=True))
     run.run(Injector(failures, kind, spares))
     records = log_records(workdir)
     events = run.executor.events
@@ -149,9 +153,10 @@ def _parts(struck: float, startup: dict[str, Any] | None) -> dict[str, float]:
     return {name: round(times[i + 1] - times[i], 3) for i, name in enumerate(PARTS)}
 
 
-def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
+def torchrun_baseline(failures: int, workdir: Path, *, large: bool = False) -> list[Recovery]:
     """The same trainer under stock torchrun, one worker SIGKILLed per cycle."""
-    agent = torchrun.start(job(1_000_000), workdir, max_restarts=failures + 5)
+    spec = job(1_000_000, large=large)
+    agent = torchrun.start(spec, workdir, max_restarts=failures + 5)
     kills: list[float] = []
     try:
         while len(kills) < failures and agent.poll() is None:
@@ -161,11 +166,11 @@ def torchrun_baseline(failures: int, workdir: Path) -> list[Recovery]:
             trained = [r["time"] for r in steps if r["time"] > since]
             if not trained or time.time() - trained[0] < TRAIN_SECONDS_BEFORE_FAULT:
                 continue
-            worker = torchrun.worker(agent.pid, rank=len(kills) % torchrun.RANKS)
+            worker = torchrun.worker(agent.pid, rank=len(kills) % torchrun.ranks(spec))
             if worker is not None:
                 kills.append(time.time())
                 worker.kill()
-        deadline = time.time() + 120
+        deadline = time.time() + 300
         while time.time() < deadline and not any(r["time"] > kills[-1] for r in steps_of(workdir)):
             time.sleep(0.2)
     finally:
@@ -217,6 +222,7 @@ def figures(results: dict[str, list[Recovery]]) -> dict[str, Any]:
             "p50": stats.median(values) if values else None,
             "parts": median_parts(recoveries),
             "restarts": sorted({r.restarts for r in recoveries}),
+            "baseline": BASELINES.get(key),
         }  # fmt: skip
     return {"scenarios": out}
 
@@ -226,12 +232,25 @@ SCENARIOS: dict[str, tuple[str, Callable[[int, Path], list[Recovery]]]] = {
     "spare": ("a node lost, hot spare", lambda n, d: phalanx_scenario("spare", n, d)),
     "shrink": ("a node lost, no spare (shrink)", lambda n, d: phalanx_scenario("shrink", n, d)),
     "torchrun": ("torchrun --max-restarts: a worker SIGKILLed", torchrun_baseline),
+    "worker-large": (
+        f"{LARGE}: a worker SIGKILLed (pod survives)",
+        lambda n, d: phalanx_scenario("worker", n, d, large=True),
+    ),
+    "torchrun-large": (
+        f"{LARGE}: torchrun --max-restarts, a worker SIGKILLed",
+        lambda n, d: torchrun_baseline(n, d, large=True),
+    ),
 }
+BASELINES = {"worker": "torchrun", "spare": "torchrun", "shrink": "torchrun",
+             "worker-large": "torchrun-large"}  # fmt: skip
+"""Each scenario's baseline in the same run: the same trainer and model under torchrun."""
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--failures", type=int, default=20)
+    parser.add_argument("--large-failures", type=int, default=5,
+                        help="failures of the 117.5 M-parameter scenarios (seconds each)")  # fmt: skip
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument(
         "--only", default="worker,spare,shrink,torchrun,snapshot,nofail,goodput,sparse"
@@ -248,7 +267,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for key, (_, scenario) in SCENARIOS.items():
             if key in chosen:
-                results[key] = scenario(args.failures, Path(tmp, key))
+                failures = args.large_failures if key.endswith("-large") else args.failures
+                results[key] = scenario(failures, Path(tmp, key))
                 print(key, [round(r.seconds, 2) for r in results[key]], flush=True)
         if "snapshot" in chosen:
             snapshots = snapshot_cost(Path(tmp, "snapshot"))
@@ -305,7 +325,9 @@ def main() -> int:
         "",
     ]
     lines += [
-        f"- {SCENARIOS[k][0]}: {_breakdown(v)}" for k, v in results.items() if k != "torchrun"
+        f"- {SCENARIOS[k][0]}: {_breakdown(v)}"
+        for k, v in results.items()
+        if not k.startswith("torchrun")
     ]
     if "shrink" in results:
         counts = sorted({r.restarts for r in results["shrink"]})

@@ -15,7 +15,7 @@ from typing import Any
 
 import matplotlib
 
-from bench import kind_faults, kind_figures, stats, targets
+from bench import kind_faults, kind_figures, readme_table, stats, targets
 from bench.intervals import bound
 
 matplotlib.use("Agg")  # files only, no display
@@ -35,20 +35,34 @@ def _ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}x" if theirs > 0 else "-"
 
 
+def _group(runs: list[Figures], system: str, failure: str, interval: float | None) -> list[Figures]:
+    """A figure's repeats: the runs of one system, failure kind and interval."""
+    return [r for r in runs if r["system"] == system and r.get("failure", "worker") == failure
+            and r["interval"] == interval]  # fmt: skip
+
+
 def goodput_plot(figures: Figures, path: Path) -> None:
-    """Goodput against the failure interval: each system measured, and its bound."""
+    """Goodput against the failure interval: each system's median over its repeats (bars: the
+    lowest and highest run), and its bound."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    runs = figures["runs"]
+    intervals = sorted({r["interval"] for r in runs if r["interval"]
+                        and r.get("failure", "worker") == "worker"})  # fmt: skip
     for system, colour in COLOURS.items():
-        runs = sorted((r for r in figures["runs"] if r["system"] == system and r["interval"]),
-                      key=lambda r: r["interval"])  # fmt: skip
-        if not runs:
+        groups = [(m, _group(runs, system, "worker", m)) for m in intervals]
+        groups = [(m, g) for m, g in groups if g]
+        if not groups:
             continue
-        xs = [r["interval"] for r in runs]
-        ax.plot(xs, [r["goodput"] for r in runs], "o-", color=colour, label=f"{system}, measured")
+        xs = [m for m, _ in groups]
+        values = [[r["goodput"] for r in g] for _, g in groups]
+        mids = [stats.median(v) for v in values]
+        ax.errorbar(xs, mids, yerr=[[m - min(v) for m, v in zip(mids, values, strict=True)],
+                                    [max(v) - m for m, v in zip(mids, values, strict=True)]],
+                    fmt="o-", color=colour, capsize=3, label=f"{system}, measured")  # fmt: skip
         terms = figures["bounds"][system]
-        ax.plot(xs, [bound(terms, r) for r in runs], "--", color=colour, label=f"{system}, bound")
+        ax.plot(xs, [stats.median([bound(terms, r) for r in g]) for _, g in groups], "--",
+                color=colour, label=f"{system}, bound")  # fmt: skip
     ax.set_xscale("log")
-    intervals = sorted({r["interval"] for r in figures["runs"] if r["interval"]})
     ax.set_xticks(intervals, [f"{m:g}" for m in intervals])
     ax.minorticks_off()
     ax.set_xlabel("seconds between failures (one worker SIGKILLed)")
@@ -102,33 +116,57 @@ def controlplane_plot(series: list[Figures], path: Path) -> None:
     plt.close(fig)
 
 
-def _goodput_section(figures: Figures) -> list[str]:
-    runs = figures["runs"]
-    intervals = sorted({r["interval"] for r in runs if r["interval"]})
+def _spread(values: list[float]) -> str:
+    """`96.8% (96.1-97.2%, 3 runs)`: the median and the range of a figure's repeats."""
+    if len(values) == 1:
+        return f"{_pct(values[0])} (one run)"
+    return (f"{_pct(stats.median(values))} ({min(values) * 100:.1f}-{_pct(max(values))}, "
+            f"{len(values)} runs)")  # fmt: skip
 
-    def run(system: str, interval: float | None) -> Figures:
-        return next(r for r in runs if r["system"] == system and r["interval"] == interval)
+
+def _goodput_section(figures: Figures) -> list[str]:
+    runs, terms = figures["runs"], figures["bounds"]
+    intervals = sorted({r["interval"] for r in runs if r["interval"]
+                        and r.get("failure", "worker") == "worker"})  # fmt: skip
+
+    def cell(group: list[Figures]) -> str:
+        if not group:
+            return "-"
+        kills = sorted({len(r["kills"]) for r in group})
+        bounds = stats.median([bound(terms[r["system"]], r) for r in group])
+        return (f"{'/'.join(map(str, kills))} each, {_spread([r['goodput'] for r in group])}, "
+                f"bound {_pct(bounds)}")  # fmt: skip
 
     lines = [
-        "| a worker killed every | Phalanx: failures, goodput, bound "
-        "| torchrun: failures, goodput, bound | goodput, Phalanx / torchrun |",
+        "| failures | Phalanx: failures, goodput (median, range), bound "
+        "| torchrun: failures, goodput (median, range), bound | goodput, Phalanx / torchrun "
+        "(medians) |",
         "| --- | --- | --- | --- |",
     ]
-    terms = figures["bounds"]
     for m in [None, *intervals]:
-        ours, theirs = run("phalanx", m), run("torchrun", m)
-        cells = [
-            f"{len(r['kills'])}, {_pct(r['goodput'])}, {_pct(bound(terms[r['system']], r))}"
-            for r in (ours, theirs)
-        ]
-        lines.append(
-            f"| {'never' if m is None else f'{m:g} s'} | {cells[0]} | {cells[1]} "
-            f"| {_ratio(ours['goodput'], theirs['goodput'])} |"
-        )
+        ours, theirs = _group(runs, "phalanx", "worker", m), _group(runs, "torchrun", "worker", m)
+        ratio = (_ratio(stats.median([r["goodput"] for r in ours]),
+                        stats.median([r["goodput"] for r in theirs]))
+                 if ours and theirs else "-")  # fmt: skip
+        what = "none" if m is None else f"a worker killed every {m:g} s"
+        lines.append(f"| {what} | {cell(ours)} | {cell(theirs)} | {ratio} |")
+    for m in sorted({r["interval"] for r in runs if r.get("failure") == "node"}):
+        lines.append(f"| a node lost every {m:g} s (a hot spare; the machine back 5 s later) "
+                     f"| {cell(_group(runs, 'phalanx', 'node', m))} | no like for like: torchrun "
+                     "runs on one agent here | - |")  # fmt: skip
+    derived = figures.get("derived", {})
+    for m in sorted({float(k) for d in derived.values() for k in d["goodput"]}):
+        values = {s: derived[s]["goodput"][f"{m:g}"] for s in derived}
+        ours, theirs = values.get("phalanx", []), values.get("torchrun", [])
+        ratio = _ratio(stats.median(ours), stats.median(theirs)) if ours and theirs else "-"
+        lines.append(f"| a worker killed every {m:g} s, **derived** (not run) "
+                     f"| {_spread(ours) if ours else '-'} | {_spread(theirs) if theirs else '-'} "
+                     f"| {ratio} |")  # fmt: skip
     b = figures["bounds"]
+    lost = {s: d["lost_per_failure"] for s, d in derived.items() if d["lost_per_failure"]}
     lines += [
         "",
-        "The bound's terms, measured: "
+        "The bound's terms, measured (medians over the repeats): "
         + "; ".join(
             f"{s}: saves block {_pct(b[s]['save_share'])} of the time, tau {b[s]['tau']:.2f} s, "
             f"median recovery R {b[s]['recovery']:.2f} s"
@@ -140,15 +178,23 @@ def _goodput_section(figures: Figures) -> list[str]:
         "worker to exist). Goodput = steps kept x the run's median step time / the time from "
         "its first step to the end; the bound counts half a resume spacing of redone work per "
         "failure, which a resume from memory snapshots beats when the survivors' snapshot is "
-        "newer (the table's measured figure is then above its bound).",
+        "newer (the measured figure is then above its bound).",
     ]
+    if lost:
+        lines += ["", "Derived rows: each repeat's goodput without failures less the time one "
+                  "failure cost in that repeat's runs with failures ((G0 - G) x window / "
+                  "failures, the median over its intervals), divided by the interval; the time "
+                  "a failure cost, per repeat: " + "; ".join(
+                      f"{s} " + ", ".join(f"{v:.2f} s" for v in values)
+                      for s, values in lost.items()) + "."]  # fmt: skip
     return lines
 
 
 GOODPUT_NOTE = (
     "**Local backend**: the quickstart job (4 nodes x 1 process, a 75 072-parameter model whose "
-    "compute is a 0.1 s sleep) as process groups on this machine, one run per interval; failures "
-    'are worker kills only (lost nodes are not in this table). Real pods: "Faults on kind".'
+    "compute is a 0.1 s sleep) as process groups on this machine; every figure is the median of "
+    "its repeats (each repeat runs every row back to back), with their range. Real pods: "
+    '"Faults on kind".'
 )
 DETECTION_NOTE = (
     "**Local backend.** A lost node's processes die with it here, so its pods' exits are seen at "
@@ -224,21 +270,25 @@ def _recovery_section(figures: Figures) -> list[str]:
     lines = ["## Time to recover (local backend): the fault to the first training step of the new "
              "epoch", "",
              "**Local backend**: the quickstart job (4 nodes x 1 process, a 75 072-parameter model "
-             "whose compute is a 0.1 s sleep) as process groups on this machine; the baseline is "
-             "stock `torchrun --max-restarts` running the same trainer, one worker SIGKILLed, a "
-             "recovery counted from the first step after torchrun restarted its workers. Medians "
-             f"interpolated; the tail is a p99 only from {stats.TAIL_SAMPLES} failures or more.", "",
+             "whose compute is a 0.1 s sleep) as process groups on this machine, and beside it the "
+             "same trainer with a 117.5 M-parameter model and real compute (forward, backward, "
+             "AdamW: about 1.3 s a step on one core; 2 nodes x 1 process); the baseline of each "
+             "is stock `torchrun --max-restarts` running the same trainer and model, one worker "
+             "SIGKILLed, a recovery counted from the first step after torchrun restarted its "
+             "workers. Medians interpolated; the tail is a p99 only from "
+             f"{stats.TAIL_SAMPLES} failures or more.", "",
              "| fault | failures | p50 | tail | p50, torchrun / this |",
              "| --- | --- | --- | --- | --- |"]  # fmt: skip
     seconds = {name: s["seconds"] for name, s in scenarios.items() if s["seconds"]}
-    theirs = stats.median(seconds["torchrun"]) if "torchrun" in seconds else None
     for name, s in scenarios.items():
         values = seconds.get(name)
         if not values:
             lines.append(f"| {s['what']} | 0 | - | - | - |")
             continue
         p50, tail = stats.median(values), stats.tail(values)
-        ratio = _ratio(theirs, p50) if theirs and name != "torchrun" else "-"
+        baseline = s.get("baseline", "torchrun" if not name.startswith("torchrun") else None)
+        theirs = stats.median(seconds[baseline]) if baseline in seconds else None
+        ratio = _ratio(theirs, p50) if theirs else "-"
         lines.append(f"| {s['what']} | {len(values)} | {p50:.2f} s "
                      f"| {tail.label}: {tail.value:.2f} s | {ratio} |")  # fmt: skip
     lines += ["", "Where the seconds go (medians, the new epoch's rank 0 from the fault on):", ""]
@@ -251,20 +301,26 @@ def _checkpoint_section(figures: Figures) -> list[str]:
     lines = ["## Checkpoint cost: training time blocked per save", "",
              "Blocked per save, and in brackets as a share of step time at the default cadence (a "
              "checkpoint every 100 steps, a memory snapshot every 10); targets: async blocking at "
-             "most 10 % of sync, in-memory at most 2 % of step time.", "",
-             "| model | checkpoint | step | blocked, sync | blocked, async | async / sync "
+             "most 10 % of sync, in-memory at most 2 % of step time. Sync is the fastest of three "
+             "sync saves of the same state measured in the run (DCP with 1 and with 4 writer "
+             "threads, `torch.save` to one file; all fsynced), named in the column.", "",
+             "| model | checkpoint | step | blocked, sync (the fastest) | blocked, async | async / sync "
              "| blocked, in memory | sync save / `dd` to the same disk |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for m in figures["models"]:
         lines.append(
             f"| {m['model']} | {m['size_mib']:.0f} MiB | {m['step_seconds'] * 1000:.0f} ms "
-            f"| {m['sync_blocked'] * 1000:.0f} ms ({_pct(m['sync_share_of_step_time'])}) "
+            f"| {m['sync_blocked'] * 1000:.0f} ms ({_pct(m['sync_share_of_step_time'])}; "
+            f"{m.get('sync_best', 'DCP, 1 writer thread')}) "
             f"| {m['async_blocked'] * 1000:.0f} ms ({_pct(m['async_share_of_step_time'])}) "
             f"| {_pct(m['async_blocked'] / m['sync_blocked'])} "
             f"| {m['memory_blocked'] * 1000:.0f} ms ({_pct(m['memory_share_of_step_time'])}) "
             f"| {m['save_mib_per_s']:.0f} / {m['dd_mib_per_s']:.0f} MiB/s "
             f"({_ratio(m['save_mib_per_s'], m['dd_mib_per_s'])}) |"
         )
+    lines += ["", "The sync saves, each: " + "; ".join(
+        f"{m['model']}: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in m["sync_variants"].items())
+        for m in figures["models"] if "sync_variants" in m) + "."]  # fmt: skip
     lines += ["", "Of an async save's blocked time, the `save()` call itself (DCP's planning and "
               "the launch of the upload) took "
               + ", ".join(f"{m['async_call'] * 1000:.0f} ms ({m['model']})"
@@ -373,8 +429,9 @@ def render(results: Figures, out: Path) -> str:
             *_goodput_section(figures),
         ]
         lines += ["", "![goodput vs failure interval](img/goodput-vs-interval.png)", ""]
-        shortest = min((r for r in figures["runs"] if r["system"] == "phalanx" and r["interval"]),
-                       key=lambda r: r["interval"], default=None)  # fmt: skip
+        shortest = min((r for r in figures["runs"] if r["system"] == "phalanx" and r["interval"]
+                        and r.get("failure", "worker") == "worker"),
+                       key=lambda r: (r["interval"], r.get("repeat", 0)), default=None)  # fmt: skip
         if shortest is not None:
             timeline_plot(shortest, img / "timeline.png")
             lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
@@ -417,9 +474,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the JSON `python -m bench` wrote")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--readme", type=Path, default=Path("README.md"),
+                        help="whose bench-table section to rewrite from the same figures")  # fmt: skip
     args = parser.parse_args()
-    print(render(json.loads(args.results.read_text()), args.out))
+    print(publish(json.loads(args.results.read_text()), args.out, args.readme))
     return 0
+
+
+def publish(results: Figures, out: Path, readme: Path) -> str:
+    """The report at `out` and the README's table, from the same figures; the report's text."""
+    text = render(results, out)
+    readme_table.rewrite(readme, readme_table.table(results, kind_faults.load()))
+    return text
 
 
 if __name__ == "__main__":

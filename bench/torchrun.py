@@ -18,23 +18,35 @@ from phalanx.models import TrainingJob
 from phalanx.operator.builder.env import trainer_env
 
 RANKS = 4
-STEP_DELAY = "0.1"
-"""The quickstart's emulated compute a step, as its args say."""
+"""The quickstart's workers (4 nodes x 1 process)."""
+
+
+def ranks(spec: TrainingJob) -> int:
+    """The job's workers at full size: torchrun runs them all on its one agent."""
+    return spec.spec.replicas.max * spec.spec.nproc_per_node
+
+
+def trainer_args(spec: TrainingJob) -> list[str]:
+    """The reference trainer's arguments in the job's template (`python -m
+    phalanx.trainer.train ARGS`): both sides run the same model and emulated compute."""
+    args = list(spec.spec.template.spec.containers[0].args or [])
+    module = args.index("phalanx.trainer.train")
+    return args[module + 1 :]
 
 
 def start(spec: TrainingJob, workdir: Path, max_restarts: int) -> subprocess.Popen[bytes]:
-    """torchrun with RANKS workers of the reference trainer, logging under `workdir`."""
+    """torchrun with the job's workers of the reference trainer, logging under `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ, **trainer_env(spec),
         "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
         "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
-        "PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": str(RANKS),
+        "PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": str(ranks(spec)),
         "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }  # fmt: skip
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--max-restarts={max_restarts}", "--monitor-interval=0.1",
-            "-m", "phalanx.trainer.train", "--step-delay-seconds", STEP_DELAY]  # fmt: skip
+            "-m", "phalanx.trainer.train", *trainer_args(spec)]  # fmt: skip
     with (workdir / "torchrun.log").open("wb") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
 

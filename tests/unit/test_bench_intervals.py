@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.intervals import Run, _window, bound
+from bench.intervals import Run, _window, _window_for, bound, derived, lost_per_failure
 
 
 def steps(*spans: tuple[float, int, int]) -> list[dict[str, float | int]]:
@@ -40,3 +40,34 @@ def test_slow_steps_are_the_save_share_and_late_steps_are_left_out() -> None:
         bound({"save_share": 0.1, "tau": 1.0, "recovery": 1.0}, Run("x", None, 1.0).figures())
         == 0.9
     )
+
+
+def _run(system: str, interval: float | None, goodput_steps: int, kills: int, repeat: int,
+         window: float = 10.0) -> Run:  # fmt: skip
+    """A run whose goodput is `goodput_steps` x 0.1 s / `window`."""
+    run = _window(system, interval, steps((0.0, 1, goodput_steps)), window, [1.0] * kills)
+    run.repeat = repeat
+    return run
+
+
+def test_a_derived_interval_is_each_repeats_g0_less_the_measured_cost_of_a_failure() -> None:
+    # repeat 0: G0 0.9; 2 kills in 10 s leave 0.7: each cost (0.9 - 0.7) x 10 / 2 = 1 s
+    # repeat 1: G0 0.8; 1 kill in 10 s leaves 0.7: it cost 1 s too
+    runs = [_run("phalanx", None, 90, 0, 0), _run("phalanx", 30.0, 70, 2, 0),
+            _run("phalanx", None, 80, 0, 1), _run("phalanx", 30.0, 70, 1, 1)]  # fmt: skip
+    assert lost_per_failure(runs, "phalanx", 0) == pytest.approx(1.0)
+    assert lost_per_failure(runs, "phalanx", 1) == pytest.approx(1.0)
+    figures = derived(runs, [600.0])["phalanx"]
+    assert figures["goodput"]["600"] == [pytest.approx(0.9 - 1 / 600), pytest.approx(0.8 - 1 / 600)]
+    assert derived(runs, [600.0])["torchrun"]["goodput"]["600"] == [], "no runs, no figure"
+
+
+def test_node_losses_are_not_counted_as_worker_kills() -> None:
+    node = _run("phalanx", 30.0, 10, 2, 0)
+    node.failure = "node"
+    runs = [_run("phalanx", None, 90, 0, 0), node]
+    assert lost_per_failure(runs, "phalanx", 0) is None
+
+
+def test_a_window_holds_whole_intervals() -> None:
+    assert [_window_for(90, m) for m in (30, 60, 600)] == [90, 120, 600]

@@ -86,6 +86,17 @@ def test_goodput_targets_read_phalanx_at_their_interval() -> None:
     assert (found["goodput-60s"], found["goodput-600s"]) == ([False], [False])
 
 
+def test_goodput_targets_take_the_median_of_the_repeats_and_a_derived_figure_says_so() -> None:
+    runs = [{"system": "phalanx", "interval": 60, "goodput": g, "kills": [1.0], "window": 120}
+            for g in (0.85, 0.91, 0.95)]  # fmt: skip
+    derived = {"phalanx": {"goodput": {"600": [0.979, 0.981, 0.99]}, "lost_per_failure": []}}
+    rows = {c.target.id: c for c in checks({"intervals": {"runs": runs, "derived": derived}})}
+    assert rows["goodput-60s"].met is True, "the median, 91 %, not the worst run"
+    assert "median of 3 runs" in rows["goodput-60s"].measured
+    assert rows["goodput-600s"].met is True
+    assert "derived (not run)" in rows["goodput-600s"].measured
+
+
 def test_checkpoint_targets_compare_async_with_sync_and_memory_with_the_step() -> None:
     model = {"model": "m", "async_blocked": 0.1, "sync_blocked": 1.0,
              "memory_share_of_step_time": 0.01}  # fmt: skip
