@@ -120,7 +120,7 @@ kind-up: $(SETUP) ## Create the kind cluster (offline node image when no registr
 
 .PHONY: e2e
 e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tests/e2e)
-	$(PYTHON) -m pytest tests/e2e -m e2e $(E2E_ARGS)
+	$(PYTHON) -m pytest tests/e2e -m "e2e and not soak" $(E2E_ARGS)
 
 # What CI runs on kind (the whole suite, 24 min, would leave a cold CI little margin under its
 # 90): the chart on the cluster (with a job in a namespace enforcing the restricted Pod Security
@@ -133,7 +133,13 @@ E2E_REDUCED := every_example_is_run or renders or helm_test or restricted_namesp
 
 .PHONY: e2e-reduced
 e2e-reduced: kind-up chart-tools ## The e2e suite's chart checks, one job and one fault (what CI runs)
-	$(PYTHON) -m pytest tests/e2e -m e2e -k "$(E2E_REDUCED)" $(E2E_ARGS)
+	$(PYTHON) -m pytest tests/e2e -m "e2e and not soak" -k "$(E2E_REDUCED)" $(E2E_ARGS)
+
+MINUTES ?= 30
+.PHONY: soak
+soak: kind-up chart-tools ## Chaos soak on kind: random faults for MINUTES (30), invariants checked, report in docs/soak.md
+	PHALANX_SOAK_MINUTES=$(MINUTES) PHALANX_SOAK_REPORT=docs/soak.md \
+		$(PYTHON) -m pytest tests/e2e/test_soak.py -m "e2e and soak" -s $(E2E_ARGS)
 
 .PHONY: kind-down
 kind-down: ## Delete the kind cluster

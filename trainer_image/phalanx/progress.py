@@ -92,6 +92,7 @@ class Reporter:
         self.rank_compute_seconds: list[float] = []
         self.window_steps = 0
         self.checkpoint_ref: dict[str, Any] | None = None
+        self.checkpoint_error: dict[str, Any] | None = None
         self._beat: dict[str, Any] | None = None
         """The heartbeat last written (global rank 0 only)."""
         self._last = time.monotonic()
@@ -150,6 +151,7 @@ class Reporter:
             "rankComputeSeconds": self.rank_compute_seconds,
             "windowSteps": self.window_steps,
             "checkpoint": self.checkpoint_ref,
+            "checkpointError": self.checkpoint_error,
             **(extra or {}),
         }
         self._beat = beat
@@ -167,8 +169,22 @@ class Reporter:
             # the cadence, as this process kept it: a heartbeat may skip a checkpoint
             "previousStep": previous if previous is not None and previous < step else None,
         }
+        self.checkpoint_error = None
         if self._beat is not None:  # at once: a script may save at its last step, then exit
             self._beat["checkpoint"] = self.checkpoint_ref
+            self._beat["checkpointError"] = None
+            self._write()
+
+    def checkpoint_failed(self, step: int | None, message: str) -> None:
+        """A save of step `step` failed and training goes on without it: the job's status says
+        so (CheckpointFailing) until a save commits again."""
+        self.checkpoint_error = {
+            "step": step,
+            "message": message[-2048:],
+            "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        }
+        if self._beat is not None:
+            self._beat["checkpointError"] = self.checkpoint_error
             self._write()
 
     def _write(self) -> None:
@@ -252,6 +268,11 @@ def report(
 def checkpoint(step: int, path: str) -> None:
     """A checkpoint of step `step` is committed at `path`; see `Reporter.checkpoint`."""
     default_reporter().checkpoint(step, path)
+
+
+def checkpoint_failed(step: int | None, message: str) -> None:
+    """A save of step `step` failed, training goes on; see `Reporter.checkpoint_failed`."""
+    default_reporter().checkpoint_failed(step, message)
 
 
 def compute() -> contextlib.AbstractContextManager[None]:

@@ -51,6 +51,11 @@ class ConditionType(StrEnum):
     """True once the job's program reported a step (phalanx.progress), False while it is known
     to report none; then `progress` and `goodput` are absent, not 0."""
 
+    CHECKPOINT_FAILING = "CheckpointFailing"
+    """True while the program's checkpoint saves fail (a full volume, a lost mount): training
+    goes on, resumable from the last committed checkpoint and memory snapshots; False once a
+    save commits again. Absent while no save failed."""
+
 
 class ConditionReason(StrEnum):
     """The reasons the planner itself gives a condition (`status.conditions[].reason`)."""
@@ -68,6 +73,10 @@ class ConditionReason(StrEnum):
     SCHEDULED = "Scheduled"
     STEPS_REPORTED = "StepsReported"
     NO_STEPS_REPORTED = "NoStepsReported"
+    SAVE_FAILED = "SaveFailed"
+    """CheckpointFailing: the program reported a failed save."""
+    SAVE_COMMITTED = "SaveCommitted"
+    """CheckpointFailing cleared: a later save committed."""
     REFUSED_BY_API_SERVER = "RefusedByAPIServer"
     """ConfigurationError: the API server refused one of the job's objects as Invalid."""
     SPEC_CHANGED = "SpecChanged"

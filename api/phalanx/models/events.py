@@ -31,6 +31,7 @@ class EventReason(StrEnum):
     GROW = "Grow"
     HANG = "Hang"
     STRAGGLER = "Straggler"
+    CHECKPOINT_FAILED = "CheckpointFailed"
     STARTUP_TIMEOUT = "StartupTimeout"
     CONFIGURATION_ERROR = "ConfigurationError"
     AGENT_NOT_INJECTED = "AgentNotInjected"

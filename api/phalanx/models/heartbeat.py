@@ -6,6 +6,7 @@ both the writer (trainer) and the reader (operator, local backend) validate it w
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -44,6 +45,17 @@ class Resume(KubeModel):
     """The step of the state loaded; None: no checkpoint yet, the epoch started from scratch."""
     source: ResumeSource | None = None
     """Where that state came from (None with no state)."""
+
+
+class CheckpointFailure(KubeModel):
+    """A checkpoint save that failed (the newest): training went on without it."""
+
+    step: Annotated[int | None, Field(ge=0)] = None
+    """The step it was saving (None: not known)."""
+    message: Annotated[str, Field(max_length=2048)]
+    """The error, as the program saw it (`No space left on device`...)."""
+    time: datetime | None = None
+    """When it failed."""
 
 
 class Heartbeat(KubeModel):
@@ -87,6 +99,9 @@ class Heartbeat(KubeModel):
 
     checkpoint: CheckpointRef | None = None
     """Newest committed checkpoint."""
+
+    checkpoint_error: CheckpointFailure | None = None
+    """The newest failed save since the last commit; cleared when a save commits."""
 
     startup: StartupTimes | None = None
     """How the epoch started, once its first step completed."""

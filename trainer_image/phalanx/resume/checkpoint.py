@@ -43,6 +43,10 @@ _STEP_DIR = re.compile(r"^step-(\d+)$")
 class CheckpointSaveError(RuntimeError):
     """A save failed; the previous valid checkpoint is untouched."""
 
+    def __init__(self, message: str, step: int | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+
 
 @dataclass
 class CheckpointManager:
@@ -123,7 +127,7 @@ class CheckpointManager:
             dcp_save(state, storage_writer=writer, process_group=self.process_group)
         except (Exception, CheckpointException) as error:
             raise CheckpointSaveError(
-                f"saving step {step} to {self.path(step)} failed: {error}"
+                f"saving step {step} to {self.path(step)} failed: {error}", step
             ) from error
         self._committed(step)
 
@@ -136,7 +140,7 @@ class CheckpointManager:
             staged.result()
         except (Exception, CheckpointException) as error:
             raise CheckpointSaveError(
-                f"staging step {self._pending_step} failed: {error}"
+                f"staging step {self._pending_step} failed: {error}", self._pending_step
             ) from error
 
     def close(self) -> None:
@@ -156,7 +160,7 @@ class CheckpointManager:
         try:
             pending.result()
         except (Exception, CheckpointException) as error:
-            raise CheckpointSaveError(f"async save of step {step} failed: {error}") from error
+            raise CheckpointSaveError(f"async save of step {step} failed: {error}", step) from error
         assert step is not None
         self._committed(step)
 

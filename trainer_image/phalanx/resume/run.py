@@ -29,11 +29,13 @@ divides); the reference trainer weights uneven shares itself.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -45,12 +47,14 @@ from torch.optim import Optimizer
 from phalanx import progress
 from phalanx.models import env, exits
 from phalanx.resume import devices
-from phalanx.resume.checkpoint import CheckpointManager
+from phalanx.resume.checkpoint import CheckpointManager, CheckpointSaveError
 from phalanx.resume.collectives import set_collective_timeout
 from phalanx.resume.memory import MemorySnapshots
 from phalanx.resume.sampler import GlobalSampler, split
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.resume.state import AppState, TrainingProgress
+
+log = logging.getLogger(__name__)
 
 DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 300
 """The group's timeout after the first step when spec.nccl.timeoutSeconds is unset: a hung peer
@@ -177,9 +181,12 @@ class Resumable:
             )  # fmt: skip
         preempted, overdue = self._agree()
         if self.progress.step % self.settings.interval_steps == 0 or overdue:
-            self.save()
+            self._going_on(
+                self.checkpoints.wait
+            )  # the previous save's failure told, this one tried
+            self._going_on(self.save)
         self.memory.maybe_save(self.progress.step, self.state)
-        self.checkpoints.poll()
+        self._going_on(self.checkpoints.poll)
         if preempted:  # a rank's pod is being stopped: every rank saves this step and stops
             self.save(blocking=True)
             self.close()
@@ -188,8 +195,20 @@ class Resumable:
     def wait_staged(self) -> None:
         """Block until an in-flight save's or snapshot's copy of the state is taken (the
         optimizer step calls it: it is the first thing that changes the saved tensors)."""
-        self.checkpoints.wait_staged()
+        self._going_on(self.checkpoints.wait_staged)
         self.memory.wait_staged()
+
+    def _going_on(self, action: Callable[[], None]) -> None:
+        """Run a step of a periodic save; if the save fails (a full volume, a lost mount), say
+        so and train on: the last committed checkpoint stays the one to resume from (it is
+        never deleted for a failed one), memory snapshots go on, and the next save tries again.
+        Stopping would not free the volume, and every restart would redo work. (The final save
+        and the one on SIGTERM still raise: without them the job's end state is lost.)"""
+        try:
+            action()
+        except CheckpointSaveError as error:
+            log.warning("%s; training goes on from the last committed checkpoint", error)
+            self.reporter.checkpoint_failed(error.step, str(error))
 
     def save(self, *, blocking: bool = False) -> None:
         """Checkpoint now (in the background unless `blocking` or spec.checkpoint.async is off)."""

@@ -18,6 +18,7 @@ from phalanx.models.status import Progress
 from phalanx.operator.planner import heartbeat
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
+from phalanx.operator.planner.saves import track_saves
 
 NOT_REPORTED = "the program reports no steps (see phalanx.progress)"
 
@@ -71,6 +72,8 @@ def track_progress(d: Decision, config: PlannerConfig) -> bool:
         unreported(d, config)
     if beat is not None and beat.checkpoint is not None:
         d.status.record_checkpoint(beat.checkpoint)
+    if beat is not None and beat.epoch == d.status.epoch:
+        track_saves(d, beat)
     return False
 
 
