@@ -64,6 +64,10 @@ test: $(SETUP) binaries browser ## Set up if needed, then run every test (unit +
 test-unit: $(SETUP) ## Run the tests that need no API server
 	$(PYTHON) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
+.PHONY: test-gpu
+test-gpu: $(SETUP) ## Run the checks that need a CUDA device (tests/gpu), where there is one
+	$(PYTHON) -m pytest tests/gpu -m gpu $(PYTEST_ARGS)
+
 .PHONY: test-stress
 test-stress: $(SETUP) ## Run the local and trainer suites with one core kept busy beside them
 	bash tests/tools/with-cpu-hog.sh $(PYTHON) -m pytest tests/local tests/trainer $(PYTEST_ARGS)

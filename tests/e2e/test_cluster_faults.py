@@ -10,6 +10,11 @@
   budget (`failurePolicy.maxRestarts`) is spent the job is Failed with RestartBudgetExhausted.
 - A worker past its memory limit: the kernel's OOM killer picks it, and the agent, alive, tells
   the OOM kill from any other SIGKILL by its cgroup's count (OOMKilled, infrastructure).
+- The checkpoint volume full: the save that does not fit fails, the job says so
+  (CheckpointFailing, a CheckpointFailed event) and trains on without a restart, its last
+  committed checkpoint kept.
+- A slow rank (its node's CPU quota cut to a quarter): found by its compute time as a
+  Straggler, and the job restarts once without that node.
 """
 
 from __future__ import annotations
@@ -166,3 +171,63 @@ def test_a_worker_over_its_memory_limit_is_found_as_oom_killed(
     ], done["failures"]
     assert "killed by the kernel's OOM killer" in done["failures"][0].get("message", "")
     assert done["restarts"]["total"] == 1, done["restarts"]
+
+
+def test_a_full_checkpoint_volume_is_reported_and_training_goes_on(
+    kind: KindCluster, namespace: str
+) -> None:
+    """The job's checkpoints go to a 1.5 MiB volume (a memory-backed emptyDir, whose tmpfs is
+    its sizeLimit): the first (about 0.9 MiB) fits, the second does not. Found as a failed save
+    the trainer reports, not as a worker failure: no restart, training goes on."""
+    job = training_job(JOB, steps=2000, nodes=(1, 1))
+    spec = job["spec"]
+    spec["checkpoint"]["dir"] = f"/small/{JOB}"
+    pod = spec["template"]["spec"]
+    pod["volumes"] = [{"name": "small", "emptyDir": {"medium": "Memory", "sizeLimit": "1536Ki"}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "small", "mountPath": "/small"}]
+    kind.create_job(namespace, for_kind(job))
+
+    def failing(status: dict[str, Any]) -> bool:
+        found = [c for c in status.get("conditions", []) if c["type"] == "CheckpointFailing"]
+        return bool(found) and found[0]["status"] == "True"
+
+    status = kind.wait_status(namespace, JOB, failing, "CheckpointFailing", timeout=300)
+    [condition] = [c for c in status["conditions"] if c["type"] == "CheckpointFailing"]
+    assert condition["reason"] == "SaveFailed", condition
+    assert "saving step" in condition["message"], condition
+    assert "resume from: step 10" in condition["message"], condition
+    failed_at = status["progress"]["step"]
+    later = kind.wait_status(namespace, JOB,
+                             lambda s: s.get("progress", {}).get("step", 0) >= failed_at + 30,
+                             "training on past the failed save", timeout=300)  # fmt: skip
+    assert later["restarts"]["total"] == 0, later["restarts"]
+    assert later["epoch"] == status["epoch"], "no restart"
+    assert later["lastCheckpoint"]["step"] == 10, "the last committed checkpoint stays"
+    assert "CheckpointFailed" in [e.reason for e in kind.events(namespace, JOB)]
+
+
+def test_a_cpu_throttled_rank_is_found_as_a_straggler_and_the_job_leaves_its_node(
+    kind: KindCluster, namespace: str
+) -> None:
+    """Node rank 2's machine keeps a quarter of a CPU: its rank's own work (the trainer's
+    emulated compute) takes about 4 times as long, which its compute time shows while the step
+    times of the synchronous gang stay alike. Found as a Straggler (not a Hang: steps go on),
+    and the job restarts once at 2 nodes, avoiding that node."""
+    status = _training(kind, namespace, steps=600)
+    epoch = status["epoch"]
+    victim = kind.running_pod(namespace, JOB, epoch, rank=2)
+    node = str(victim.spec.node_name)
+    kind.throttle_node(node, 0.25)
+    try:
+        done = kind.wait_status(namespace, JOB, lambda s: s.get("epoch", 0) > epoch,
+                                "a new epoch without the slow node", timeout=300)  # fmt: skip
+    finally:
+        kind.throttle_node(node, None)
+    [failure] = [f for f in done["failures"] if f["epoch"] == epoch]
+    assert (failure["reason"], failure.get("pod")) == ("Straggler", victim.metadata.name), failure
+    events = kind.events(namespace, JOB)
+    [straggler] = [str(e.message) for e in events if e.reason == "Straggler"]
+    assert f"avoiding nodes ['{node}']" in straggler, straggler
+    finished = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
+                                "Succeeded", timeout=600)  # fmt: skip
+    assert finished["restarts"]["total"] == 1, finished["restarts"]

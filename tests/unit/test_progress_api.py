@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,50 @@ def test_a_report_carries_the_total_and_rank_0s_step_time_after_its_first_step(
     assert beat.total_steps == 50
     assert beat.step_seconds is not None
     assert 0.01 <= beat.step_seconds < 0.2
+
+
+class FakeEvent:
+    """FAKE (no GPU here): a CUDA event whose timing says the kernels ran 250 ms."""
+
+    def __init__(self, enable_timing: bool) -> None:
+        assert enable_timing
+
+    def record(self) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return 250.0
+
+
+def test_on_a_gpu_compute_is_timed_by_cuda_events_not_the_wall_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block that only launches kernels returns at once; its CUDA events time the kernels.
+    (FAKE torch: no GPU on this machine; the real check is tests/gpu/test_cuda_timing.py.)"""
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 Event=FakeEvent)  # fmt: skip
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    reporter = progress.Reporter(tmp_path / "progress.json")
+    with reporter.compute():
+        pass  # launches, returns at once
+    reporter.report(1, sync_ranks=True)
+    beat = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    assert beat.rank_compute_seconds == [0.25]
+
+
+def test_a_cpu_program_is_timed_by_the_wall_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False,
+                                 Event=FakeEvent)  # fmt: skip
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    reporter = progress.Reporter(tmp_path / "progress.json")
+    with reporter.compute():
+        time.sleep(0.02)
+    reporter.report(1, sync_ranks=True)
+    beat = Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+    [seconds] = beat.rank_compute_seconds
+    assert 0.02 <= seconds < 0.25, "CUDA never initialised here: not a GPU program"

@@ -97,17 +97,24 @@ class Reporter:
         """The heartbeat last written (global rank 0 only)."""
         self._last = time.monotonic()
         self._computing = 0.0
+        self._device_spans: list[_DeviceSpan] = []
         self._reported = False
 
     @contextlib.contextmanager
     def compute(self) -> Iterator[None]:
         """Time this rank's own work in a step: the forward and backward passes, not the time
-        it waits for its peers in collectives. Several blocks in one step add up."""
+        it waits for its peers in collectives. Several blocks in one step add up. On a GPU the
+        kernels a block launches run after it returns, so the wall clock would time only their
+        launch: the block is timed with CUDA events instead (read at the step's report)."""
+        span = _DeviceSpan.begin()
         start = time.monotonic()
         try:
             yield
         finally:
-            self._computing += time.monotonic() - start
+            if span is not None:
+                self._device_spans.append(span.end())
+            else:
+                self._computing += time.monotonic() - start
 
     def report(
         self,
@@ -126,6 +133,8 @@ class Reporter:
         times). See the module's docstring for `sync_ranks`."""
         now = time.monotonic()
         elapsed, self._last = now - self._last, now
+        self._computing += sum(span.seconds() for span in self._device_spans)
+        self._device_spans.clear()
         self.step_times.append(elapsed)
         if self._reported:
             self.steady_times.append(elapsed)
@@ -213,6 +222,35 @@ class Reporter:
         self.rank_step_seconds = [row[0] for row in rows]
         self.rank_compute_seconds = _known([row[1] for row in rows])
         self.window_steps = len(self.step_times)
+
+
+class _DeviceSpan:
+    """A compute block on the GPU, between two CUDA events: the time its kernels ran, known once
+    they finished (the step's report waits for the end event; by then the step's own
+    synchronisation, a loss's `.item()` or the optimizer's collectives, has usually passed it)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self._start.record()
+
+    @classmethod
+    def begin(cls) -> _DeviceSpan | None:
+        """A span on this process's current CUDA device; None when it computes on the CPU
+        (torch not imported, no CUDA, or CUDA never initialised by this process: timing must
+        not start a CUDA context in a CPU program)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return None
+        return cls(torch)
+
+    def end(self) -> _DeviceSpan:
+        self._end.record()
+        return self
+
+    def seconds(self) -> float:
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end)) / 1000.0
 
 
 def _mean(values: deque[float]) -> float:
