@@ -28,8 +28,8 @@ def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
-def _x(theirs: float, ours: float) -> str:
-    return f"{theirs / ours:.1f}x" if ours > 0 else "-"
+def _x(theirs: float, ours: float, digits: int = 1) -> str:
+    return f"{theirs / ours:.{digits}f}x" if ours > 0 else "-"
 
 
 def _p50_tail(values: list[float]) -> str:
@@ -77,7 +77,7 @@ def goodput_rows(results: Figures) -> list[Row]:
         what = "no failures" if interval is None else f"a worker killed every {interval:g} s"
         rows.append(("local backend", f"goodput, {what} {_runs(ours)}",
                      _median_range(ours), f"torchrun: {_median_range(theirs)}",
-                     _x(stats.median(ours), stats.median(theirs))))  # fmt: skip
+                     _x(stats.median(ours), stats.median(theirs), 2)))  # fmt: skip
     for interval in sorted({r["interval"] for r in figures["runs"] if r.get("failure") == "node"}):
         ours = _goodputs(figures, "phalanx", "node", interval)
         rows.append(("local backend", f"goodput, a node lost every {interval:g} s, a hot spare "
@@ -91,7 +91,7 @@ def goodput_rows(results: Figures) -> list[Row]:
             rows.append(("local backend", f"goodput, a worker killed every {key} s: **derived** "
                          "from each repeat's measured terms, not run", _median_range(ours),
                          f"torchrun: {_median_range(theirs)}",
-                         _x(stats.median(ours), stats.median(theirs))))  # fmt: skip
+                         _x(stats.median(ours), stats.median(theirs), 2)))  # fmt: skip
     return rows
 
 
