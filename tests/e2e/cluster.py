@@ -209,11 +209,6 @@ class KindCluster:
         run(["docker", "unpause", node])
         wait_for(lambda: self.ready(node), 180, f"node {node} Ready again", interval=2)
 
-    def throttle_node(self, node: str, cpus: float | None) -> None:
-        """A slow machine: the node container's CPU quota (the cgroup's CFS quota, as a
-        throttled or shared host imposes) set to `cpus`; None lifts it."""
-        run(["docker", "update", "--cpus", "0" if cpus is None else str(cpus), node])
-
     def restore_nodes(self) -> None:
         """Start or thaw every node container a test stopped or froze and left so (it failed
         half-way)."""

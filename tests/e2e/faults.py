@@ -96,6 +96,47 @@ def stall_worker(kind: KindCluster, pod: k8s.V1Pod, seconds: float = 300) -> Non
         raise AssertionError(f"no worker of {pod.metadata.name} could be stalled: {errors}")
 
 
+# Slow every process of a container but this one, as a CPU quota does to a whole machine: each
+# 0.1 s period they run for `share` of it and are stopped for the rest (SIGSTOP/SIGCONT), until
+# `seconds` pass or the container goes. Unlike a CFS quota, it slows work that sleeps in short
+# slices too (the reference trainer's emulated compute: phalanx.trainer.emulated).
+_SLOW_CONTAINER = """
+import os, signal, sys, time
+share, deadline = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+me = os.getpid()
+def others():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+def send(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+print("slowed", flush=True)
+try:
+    while time.monotonic() < deadline:
+        pids = others()
+        send(pids, signal.SIGSTOP)
+        time.sleep(0.1 * (1 - share))
+        send(pids, signal.SIGCONT)
+        time.sleep(0.1 * share)
+finally:
+    send(others(), signal.SIGCONT)
+"""
+
+
+def slow_pod(kind: KindCluster, pod: k8s.V1Pod, share: float, seconds: float = 300) -> None:
+    """The pod's processes (its agent and workers) get `share` of the time, as on a throttled
+    machine, for `seconds` or until `release_stalls`."""
+    slower = kind.kubectl_popen("exec", "-n", pod.metadata.namespace, pod.metadata.name, "--",
+                                "python", "-c", _SLOW_CONTAINER, str(share), str(seconds))  # fmt: skip
+    _STALLS.append(slower)
+    started = slower.stdout.readline().strip() if slower.stdout else ""
+    if started != "slowed":
+        _, errors = slower.communicate(timeout=30)
+        raise AssertionError(f"{pod.metadata.name} could not be slowed: {errors}")
+
+
 def release_stalls() -> None:
     """End the tracers `stall_worker` started (their workers go on, if alive)."""
     while _STALLS:
