@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import random
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from phalanx.models.names import assignment_lease_name, lease_name
 from tests.e2e import faults
 from tests.e2e.cluster import KindCluster, first_step_after, for_kind, wait_for
 from tests.e2e.jobs import training_job
-from tests.support.gang import check_exactly_once
+from tests.support.gang import check_exactly_once, trajectory
 
 JOB = "soak"
 NODES = 2
@@ -333,36 +332,22 @@ def _stop_and_check_the_trajectory(kind: KindCluster, namespace: str, soak: Soak
 
 
 def kept(log: Path) -> tuple[dict[int, float], dict[int, tuple[int, list[int]]], int]:
-    """The kept steps' losses and samples (`tests.support.gang.kept_trajectory`'s rules), and
-    how many audit lines could not be read (a worker killed mid-line)."""
-    unreadable = 0
+    """The kept steps' losses and samples (`tests.support.gang.trajectory`), and how many audit
+    lines could not be read (a worker killed mid-line)."""
+    torn: list[str] = []
 
     def lines(path: Path) -> list[dict[str, Any]]:
-        nonlocal unreadable
         out = []
         for line in path.read_text().splitlines():
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
-                unreadable += 1
+                torn.append(line)
         return out
 
-    losses: dict[int, float] = {}
-    for record in lines(log / "losses.jsonl"):
-        if record.get("event") == "resume":
-            losses = {s: v for s, v in losses.items() if s <= record["step"]}
-        elif "loss" in record:
-            losses[record["step"]] = record["loss"]
-    by_step: dict[int, dict[int, list[dict[str, Any]]]] = {}
-    for path in sorted(log.glob("samples-*.jsonl")):
-        for record in lines(path):
-            by_step.setdefault(record["step"], {}).setdefault(record["epoch"], []).append(record)
-    samples = {}
-    for step, runs in by_step.items():
-        if step in losses:
-            parts = sorted(runs[max(runs)], key=lambda r: r["dp_rank"])
-            samples[step] = (parts[0]["position"], [i for part in parts for i in part["ids"]])
-    return losses, samples, unreadable
+    samples = [r for path in sorted(log.glob("samples-*.jsonl")) for r in lines(path)]
+    losses, by_step = trajectory(lines(log / "losses.jsonl"), samples)
+    return losses, {s: v for s, v in by_step.items() if s in losses}, len(torn)
 
 
 def _reference_losses(steps: int, workdir: Path) -> dict[int, float]:
@@ -409,48 +394,3 @@ def _delete_and_check_nothing_is_left(kind: KindCluster, namespace: str, soak: S
                  interval=2)  # fmt: skip
     except AssertionError:
         soak.broken.append(f"left behind after delete: {_leftovers(kind, namespace)}")
-
-
-def report(soak: Soak, seed: int, grace: float) -> str:
-    """The soak's report (docs/soak.md)."""
-    f = soak.figures()
-    lines = [
-        f"# Chaos soak on kind: {soak.minutes:g} minutes",
-        "",
-        "`make soak MINUTES=N` (tests/e2e/soak.py): the reference trainer on 2 node pods with a "
-        "hot spare, the failure policy at its defaults, while faults from the kind matrix strike "
-        f"one at a time at random (seed {seed}), each healed once the job trains again. Kind "
-        f"cluster on this machine (2 cores), node-monitor grace period {grace:g} s.",
-        "",
-        "| fault | struck | found as | restarts | fault to training again, p50 |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name in sorted(f["faults"]):
-        mine = [s for s in soak.struck if s.fault == name]
-        reasons = sorted({r for s in mine for r in s.reasons})
-        restarts = sorted({s.restarts for s in mine})
-        times = [s.training_again - s.at for s in mine if s.training_again]
-        p50 = f"{statistics.median(times):.1f} s" if times else "-"
-        lines.append(f"| {name} | {len(mine)} | {', '.join(reasons) or '-'} "
-                     f"| {'/'.join(map(str, restarts))} each | {p50} |")  # fmt: skip
-    tail = f["tail"]
-    lines += [
-        "",
-        f"All {len(soak.struck)} faults: fault to training again p50 "
-        + (f"{f['p50']:.1f} s, {tail['label']} {tail['value']:.1f} s" if tail else "-")
-        + ". Goodput (status.goodput at the end): "
-        + (f"{soak.goodput:.1%}" if soak.goodput is not None else "-")
-        + f". Kept steps: {soak.kept_steps}; the worst loss difference from an uninterrupted run: "
-        + (f"{soak.worst_loss_difference:.2e}" if soak.worst_loss_difference is not None else "-")
-        + f"; unreadable audit lines: {soak.unreadable_audit_lines}.",
-        "",
-        "## Invariants",
-        "",
-    ]
-    lines += [f"- **broken**: {b}" for b in soak.broken] or [
-        "Every invariant held: each fault found as its kind with one restart and no restart "
-        "without a fault (the default hang timeout never fired on the healthy job); no rank held "
-        "by two pods; the status agreed with the pods; every sample used exactly once per data "
-        "epoch; the losses those of an uninterrupted run; nothing left after delete."
-    ]
-    return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import soak
+from tests.e2e import soak, soak_report
 from tests.e2e.cluster import ARTIFACTS, KindCluster
 
 MINUTES = float(os.environ.get("PHALANX_SOAK_MINUTES", "30"))
@@ -23,7 +23,7 @@ def test_a_job_under_random_faults_keeps_every_invariant(
     kind: KindCluster, namespace: str, tmp_path: Path
 ) -> None:
     result = soak.run(kind, namespace, MINUTES, SEED, tmp_path / "reference")
-    text = soak.report(result, SEED, kind.node_monitor_grace_seconds())
+    text = soak_report.render(result, SEED, kind.node_monitor_grace_seconds())
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "soak.md").write_text(text)
     (ARTIFACTS / "soak.json").write_text(json.dumps(result.figures(), indent=1))

@@ -105,6 +105,15 @@ def run_until_step(node: LocalNode, workdir: Path, step: int, timeout: float = 1
 
 
 def kept_trajectory(workdir: Path) -> tuple[dict[int, float], dict[int, tuple[int, list[int]]]]:
+    """Losses and global sample ids of the steps that count, from the run's logs (`trajectory`)."""
+    samples = [json.loads(line) for path in sorted((workdir / "log").glob("samples-*.jsonl"))
+               for line in path.read_text().splitlines()]  # fmt: skip
+    return trajectory(records(workdir), samples)
+
+
+def trajectory(
+    loss_records: list[dict[str, Any]], sample_records: list[dict[str, Any]]
+) -> tuple[dict[int, float], dict[int, tuple[int, list[int]]]]:
     """Losses and global sample ids of the steps that count.
 
     On each resume, the steps after the checkpoint it resumed from are dropped from the losses:
@@ -112,16 +121,14 @@ def kept_trajectory(workdir: Path) -> tuple[dict[int, float], dict[int, tuple[in
     Returns ({step: loss}, {step: (position, ids in global batch order)}).
     """
     losses: dict[int, float] = {}
-    for record in records(workdir):
+    for record in loss_records:
         if record.get("event") == "resume":
             losses = {s: v for s, v in losses.items() if s <= record["step"]}
         elif "loss" in record:
             losses[record["step"]] = record["loss"]
     by_step: dict[int, dict[int, list[dict[str, Any]]]] = {}
-    for path in sorted((workdir / "log").glob("samples-*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            by_step.setdefault(record["step"], {}).setdefault(record["epoch"], []).append(record)
+    for record in sample_records:
+        by_step.setdefault(record["step"], {}).setdefault(record["epoch"], []).append(record)
     samples = {}
     for step, runs in by_step.items():
         parts = sorted(runs[max(runs)], key=lambda r: r["dp_rank"])
