@@ -158,7 +158,7 @@ bench-tools: binaries ## Build kube-scheduler and kwok for the control-plane ben
 	bash tests/tools/cluster-tools.sh kwok
 
 .PHONY: bench
-bench: $(SETUP) bench-tools ## Every benchmark, full mode (77 min on 2 cores): bench/results/suite/*.json and docs/benchmarks.md with plots
+bench: $(SETUP) bench-tools ## Every benchmark, full mode (71 min on 2 cores): bench/results/suite/*.json and docs/benchmarks.md with plots
 	$(PYTHON) -m bench --full
 
 .PHONY: bench-quick

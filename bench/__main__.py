@@ -60,9 +60,9 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
             900,
         ),
     },
-    # The full mode fits a working session on 2 cores (about 75 minutes, 37 of them the
-    # intervals): three repeats of every goodput figure, the 600 s interval derived from the
-    # measured terms rather than run three times.
+    # The full mode fits a working session on 2 cores (71 minutes measured at b249c70, 37 of
+    # them the intervals): three repeats of every goodput figure, the 300 s and 600 s intervals
+    # derived from the measured terms rather than run three times.
     "full": {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
         "controlplane": (["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE], 3600),
