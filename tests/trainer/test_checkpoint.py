@@ -12,7 +12,6 @@ the multi-rank and resharding paths are exercised by the trajectory test.
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from phalanx.resume.checkpoint import METADATA, CheckpointManager, CheckpointSaveError
+from tests.support.disks import small_tmpfs
 
 
 @pytest.fixture(autouse=True)
@@ -70,13 +70,8 @@ def test_nothing_to_resume_from(tmp_path: Path) -> None:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs: a checkpoint of 4 MiB cannot fit (needs root, as CI has)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    try:
+    with small_tmpfs(tmp_path / "disk", "2m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def save_and_commit(manager: CheckpointManager, step: int, value: dict[str, object]) -> None:

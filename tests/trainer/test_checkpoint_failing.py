@@ -20,6 +20,7 @@ from phalanx.progress import Reporter
 from phalanx.resume.checkpoint import CheckpointSaveError
 from phalanx.resume.run import Resumable
 from phalanx.resume.settings import CheckpointSettings
+from tests.support.disks import small_tmpfs
 
 
 @pytest.fixture(autouse=True)
@@ -31,13 +32,8 @@ def one_rank() -> Iterator[None]:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], check=True)
-    try:
+    with small_tmpfs(tmp_path / "disk", "3m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 @pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])

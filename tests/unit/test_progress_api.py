@@ -137,16 +137,23 @@ class FakeEvent:
         return 250.0
 
 
+def reporter_with_fake_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, cuda_initialized: bool
+) -> progress.Reporter:
+    """FAKE torch in sys.modules: CUDA available, initialised by this process or not."""
+    cuda = types.SimpleNamespace(is_available=lambda: True,
+                                 is_initialized=lambda: cuda_initialized, Event=FakeEvent)  # fmt: skip
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    return progress.Reporter(tmp_path / "progress.json")
+
+
 def test_on_a_gpu_compute_is_timed_by_cuda_events_not_the_wall_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A block that only launches kernels returns at once; its CUDA events time the kernels.
     (FAKE torch: no GPU on this machine; the real check is tests/gpu/test_cuda_timing.py.)"""
-    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
-                                 Event=FakeEvent)  # fmt: skip
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
-    reporter = progress.Reporter(tmp_path / "progress.json")
+    reporter = reporter_with_fake_torch(tmp_path, monkeypatch, cuda_initialized=True)
     with reporter.compute():
         pass  # launches, returns at once
     reporter.report(1, sync_ranks=True)
@@ -157,11 +164,7 @@ def test_on_a_gpu_compute_is_timed_by_cuda_events_not_the_wall_clock(
 def test_a_cpu_program_is_timed_by_the_wall_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False,
-                                 Event=FakeEvent)  # fmt: skip
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
-    reporter = progress.Reporter(tmp_path / "progress.json")
+    reporter = reporter_with_fake_torch(tmp_path, monkeypatch, cuda_initialized=False)
     with reporter.compute():
         time.sleep(0.02)
     reporter.report(1, sync_ranks=True)
