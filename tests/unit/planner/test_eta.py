@@ -15,8 +15,11 @@ def progress_after(*beats: tuple[float, dict[str, object]]) -> Progress:
     running = tuple(pods(1, 4))
     for seconds, fields in beats:
         fields = dict(fields)
-        j, _ = step(j, Observed(pods=running, heartbeat=beat(1, int(fields.pop("step")), **fields)),
-                    at(seconds))  # fmt: skip
+        step_number = fields.pop("step")
+        assert isinstance(step_number, int)
+        j, _ = step(
+            j, Observed(pods=running, heartbeat=beat(1, step_number, **fields)), at(seconds)
+        )
     assert j.status is not None
     assert j.status.progress is not None
     return j.status.progress
