@@ -36,6 +36,16 @@ CASES = {
     "check, 10 s)",
     "rank-stalled-default": "a rank stalled while alive (ptrace-held), default failure policy "
     "(the adaptive step-hang timeout, 30 s here)",
+    "slow-rank": "a rank's pod given a quarter of the CPU time (SIGSTOP/SIGCONT duty cycle)",
+    "oom-killed": "a worker past its pod's memory limit (a user's script)",
+    "checkpoint-corrupt": "a worker SIGKILLed with a corrupt and a partial checkpoint newest on "
+    "the volume",
+    "volume-full": "the checkpoint volume full (a 1.5 MiB tmpfs)",
+    "budget-exhausted": "a program that always exits 1, `maxRestarts: 2` (decision: the third "
+    "failure to Failed)",
+    "apiserver-restarted": "the kube-apiserver stopped and started again",
+    "operator-killed": "the operator's pod deleted (grace period 0)",
+    "image-missing": "an image that cannot be pulled (decision: the job created to its condition)",
 }
 
 
@@ -66,7 +76,8 @@ def section(records: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## Faults on kind: the reference trainer",
         "",
-        "Measured by `make e2e` (`tests/e2e/test_faults.py`) on this machine's kind cluster "
+        "Measured by `make e2e` (`tests/e2e/test_faults.py`, `test_cluster_faults.py`, and "
+        "`test_jobs.py` for the image) on this machine's kind cluster "
         "(Kubernetes v1.33.13, 3 worker nodes; its node-monitor grace period is the suite's 20 s "
         "unless the row names Kubernetes' default, 50 s), at the commits shown. Decision: the operator's record of the failure; training again: the trainer's "
         "first step after its resume, from its step log; NodeReady: when Kubernetes marked a "
@@ -78,25 +89,44 @@ def section(records: list[dict[str, Any]]) -> list[str]:
         "resumed from | node NotReady | commit |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for case, what in CASES.items():
-        r = newest.get(case)
-        if r is None:
-            continue
-        found = ", ".join(r.get("failures") or []) or "-"
-        restarts = (r.get("events") or []).count("Restart")
-        resumed = str(r.get("resumed_from_step", "-"))
-        if "steps_redone" in r:
-            resumed += f" ({r['steps_redone']} redone)"
-        not_ready = _seconds(r.get("node_not_ready_s"))
-        if r.get("node_not_ready_s") is not None:
-            grace = r.get("node_monitor_grace_s")
-            not_ready += f" (grace period {grace:.0f} s)" if grace else " (grace period 20 s)"
-        lines.append(
-            f"| {what} | {found} | {restarts} | {_seconds(r.get('fault_to_decision_s'))} | "
-            f"{_seconds(r.get('fault_to_first_step_s'))} | {resumed} | {not_ready} | "
-            f"{r['commit']} |"
-        )
-    return [*lines, ""]
+    rows = [_row(what, newest[case]) for case, what in CASES.items() if case in newest]
+    ridden = [
+        f"{what}: {_outage(newest[case])}"
+        for case, what in CASES.items()
+        if case in newest and newest[case].get("fault_to_decision_s") is None
+        and not newest[case].get("found_as")
+    ]  # fmt: skip
+    notes = (
+        ["", "Faults ridden out (no decision to make, no restart; training again: the first "
+         "step after the fault): " + "; ".join(ridden) + "."] if ridden else []
+    )  # fmt: skip
+    return [*lines, *rows, *notes, ""]
+
+
+def _outage(r: dict[str, Any]) -> str:
+    if "outage_s" in r:
+        return f"serving again after {r['outage_s']:.1f} s"
+    if "operator_back_s" in r:
+        return f"a new operator Running after {r['operator_back_s']:.1f} s"
+    return "ridden out"
+
+
+def _row(what: str, r: dict[str, Any]) -> str:
+    """One fault's row: what found it, the restarts it cost, and its seconds."""
+    found = r.get("found_as") or ", ".join(r.get("failures") or []) or "none (ridden out)"
+    restarts = (r.get("events") or []).count("Restart")
+    resumed = str(r.get("resumed_from_step", "-"))
+    if "steps_redone" in r:
+        resumed += f" ({r['steps_redone']} redone)"
+    not_ready = _seconds(r.get("node_not_ready_s"))
+    if r.get("node_not_ready_s") is not None:
+        grace = r.get("node_monitor_grace_s")
+        not_ready += f" (grace period {grace:.0f} s)" if grace else " (grace period 20 s)"
+    return (
+        f"| {what} | {found} | {restarts} | {_seconds(r.get('fault_to_decision_s'))} | "
+        f"{_seconds(r.get('fault_to_first_step_s'))} | {resumed} | {not_ready} | "
+        f"{r['commit']} |"
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -350,6 +351,12 @@ def first_step_after(log: Path, epoch: int) -> tuple[int, float] | None:
         if record.get("epoch", 0) > epoch and "loss" in record:
             return int(record["epoch"]), float(record["time"])
     return None
+
+
+def api_seconds(timestamp: str) -> float:
+    """An API timestamp (a failure's, a condition's) in seconds since the epoch: the operator,
+    the trainer and the tests share this machine's clock."""
+    return datetime.fromisoformat(timestamp).timestamp()
 
 
 def record(case: str, **figures: Any) -> None:

@@ -20,7 +20,7 @@ import yaml
 
 from phalanx.control import views
 from phalanx.models import TrainingJob
-from tests.e2e.cluster import KindCluster, for_kind, record, wait_for
+from tests.e2e.cluster import KindCluster, api_seconds, for_kind, record, wait_for
 from tests.e2e.jobs import training_job
 from tests.support.manifests import (
     EXAMPLES_DIR,
@@ -195,6 +195,7 @@ def test_an_image_that_does_not_exist_is_a_configuration_error_not_a_restart_loo
     kind: KindCluster, namespace: str
 ) -> None:
     job = training_job("noimage", steps=10, image="phalanx/does-not-exist:0.0.0", gpus=None)
+    created_at = time.time()
     kind.create_job(namespace, for_kind(job))
     status = kind.wait_status(
         namespace, "noimage",
@@ -213,3 +214,8 @@ def test_an_image_that_does_not_exist_is_a_configuration_error_not_a_restart_loo
         assert (now["epoch"], now.get("restarts")) == (epoch, restarts), now
         assert {p.metadata.name for p in kind.node_pods(namespace, "noimage")} == pods
         time.sleep(2)
+    found_at = api_seconds(condition["lastTransitionTime"])
+    record("image-missing", fault_to_decision_s=round(found_at - created_at, 1),
+           fault_to_first_step_s=None, failures=[],
+           found_as=f"ConfigurationError ({condition['reason']})",
+           events=[e.reason for e in kind.events(namespace, "noimage")])  # fmt: skip

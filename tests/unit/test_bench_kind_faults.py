@@ -58,3 +58,19 @@ def test_the_section_shows_each_cases_newest_record_in_the_matrix_order() -> Non
     ]
     older = [line for line in kind_faults.section(records[:1]) if line.startswith("| a ")]
     assert older[0].endswith("| 30.0 s (grace period 20 s) | a |"), "recorded before it was named"
+
+
+def test_a_fault_ridden_out_shows_no_decision_and_says_how_long_the_outage_was() -> None:
+    ridden = {"case": "apiserver-restarted", "fault_to_decision_s": None,
+              "fault_to_first_step_s": 0.4, "failures": [], "events": ["Started", "Succeeded"],
+              "outage_s": 38.2, "commit": "c"}  # fmt: skip
+    full = {**_record("volume-full", 1.1, 0.2, commit="c"), "failures": [],
+            "events": ["Started", "CheckpointFailed"], "found_as": "CheckpointFailing"}  # fmt: skip
+    section = kind_faults.section([ridden, full])
+    assert "| the kube-apiserver stopped and started again | none (ridden out) | 0 | - | 0.4 s " \
+        "| - | - | c |" in section  # fmt: skip
+    assert "| the checkpoint volume full (a 1.5 MiB tmpfs) | CheckpointFailing | 0 | 1.1 s " \
+        "| 0.2 s | - | - | c |" in section  # fmt: skip
+    [note] = [line for line in section if line.startswith("Faults ridden out")]
+    assert "the kube-apiserver stopped and started again: serving again after 38.2 s" in note
+    assert "volume full" not in note, "a fault with a decision is not ridden out"

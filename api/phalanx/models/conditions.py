@@ -56,6 +56,12 @@ class ConditionType(StrEnum):
     goes on, resumable from the last committed checkpoint and memory snapshots; False once a
     save commits again. Absent while no save failed."""
 
+    SLOW_RANKS = "SlowRanks"
+    """True while ranks are stragglers (slower than stragglerFactor x the others) that the job
+    keeps, because leaving their nodes would leave fewer node pods than replicas.min; False
+    once none is slow. Absent while no straggler was kept (a straggler whose node the job can
+    leave is a Straggler restart instead)."""
+
 
 class ConditionReason(StrEnum):
     """The reasons the planner itself gives a condition (`status.conditions[].reason`)."""
@@ -77,6 +83,10 @@ class ConditionReason(StrEnum):
     """CheckpointFailing: the program reported a failed save."""
     SAVE_COMMITTED = "SaveCommitted"
     """CheckpointFailing cleared: a later save committed."""
+    BELOW_MINIMUM = "BelowMinimum"
+    """SlowRanks: leaving the slow ranks' nodes would leave fewer node pods than replicas.min."""
+    NO_SLOW_RANKS = "NoSlowRanks"
+    """SlowRanks cleared: no rank is a straggler any more."""
     REFUSED_BY_API_SERVER = "RefusedByAPIServer"
     """ConfigurationError: the API server refused one of the job's objects as Invalid."""
     SPEC_CHANGED = "SpecChanged"

@@ -55,7 +55,7 @@ def test_slow_rank_marks_a_straggler_and_its_node_is_avoided(cluster: Cluster) -
     assert status["failures"][-1]["reason"] == "Straggler"
     assert status["failures"][-1]["node"] == "node-2"
     cluster.wait_event("slow", "Straggler")
-    pods = cluster.kubelet.wait_pods("slow", 2, 4)
+    pods = cluster.kubelet.wait_pods("slow", 2, 3)  # at once without node-2's pod, then grows
     for pod in pods.values():
         terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
         assert [(e.key, e.operator, e.values) for t in terms for e in t.match_expressions] == [

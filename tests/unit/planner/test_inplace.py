@@ -18,6 +18,7 @@ from phalanx.operator.planner import (
     PodView,
 )
 from phalanx.operator.planner.config import PlannerConfig
+from phalanx.operator.planner.observed import Heartbeat
 from tests.unit.planner.builders import T0, at, beat, job, pods, step
 from tests.unit.planner.inplace_builders import (
     agents,
@@ -276,18 +277,63 @@ def test_an_agent_still_renewing_an_older_epoch_is_busy_not_lost() -> None:
     assert j.status.failures[-1].reason == "AgentUnresponsive"
 
 
-def test_a_straggler_restart_carries_over_every_pod_but_the_slow_nodes() -> None:
-    """The pods on other nodes keep running into the new epoch; the slow node's pod is replaced
-    by a new pod kept off that node, however well its agent answers."""
-    j = running()
+def _slow_rank_4() -> Heartbeat:
     compute = [0.2] * 8
     compute[4] = 0.9  # node rank 2's first worker
-    slow = beat(1, 50, rank_step_seconds=[1.0] * 8, rank_compute_seconds=compute, window_steps=20)
-    j, plan = step(j, Observed(pods=tuple(agents(1, 4)), heartbeat=slow), at(30))
+    return beat(1, 50, rank_step_seconds=[1.0] * 8, rank_compute_seconds=compute, window_steps=20)
+
+
+def test_a_straggler_restart_carries_over_every_pod_but_the_slow_nodes_at_once() -> None:
+    """The pods on other nodes keep running into the new epoch at once, one node fewer (no wait
+    for a replacement node that may not exist); a standby kept off the slow node grows it back
+    when capacity shows."""
+    j = running()
+    j, plan = step(j, Observed(pods=tuple(agents(1, 4)), heartbeat=_slow_rank_4()), at(30))
     assert j.status is not None
     assert j.status.avoid_nodes == ["node-2"]
-    assert assigned(plan) == {"j-1-0": 0, "j-1-1": 1, "j-2-2": 2, "j-1-3": 3}
+    assert (j.status.epoch, j.status.nodes) == (2, 3)
+    assert assigned(plan) == {"j-1-0": 0, "j-1-1": 1, "j-1-3": 2}
     assert "j-1-2" in {name for a in plan.of_type(DeletePods) for name in a.names}
+    assert not plan.of_type(CreateNodePod)
+    assert [e.reason for e in plan.events] == ["Straggler", "Restart"]
+    survivors = tuple(p for p in agents(1, 4, 2) if p.rank != 2)
+    j, _ = step(j, Observed(pods=survivors), at(31))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    j, plan = step(j, Observed(pods=survivors), at(32))
+    assert {a.avoid_nodes for a in plan.of_type(CreateStandbyPod)} == {("node-2",)}
+
+
+def test_a_hot_spare_takes_a_stragglers_rank_and_the_size_stays() -> None:
+    j = running(job(spares=1), extra=(spare(0),))
+    j, plan = step(j, Observed(pods=(*agents(1, 4), spare(0)), heartbeat=_slow_rank_4()), at(30))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 4)
+    assert assigned(plan) == {"j-1-0": 0, "j-1-1": 1, "j-standby-1-0": 2, "j-1-3": 3}
+
+
+def test_a_straggler_the_job_cannot_leave_without_going_below_min_is_kept_and_said() -> None:
+    """At min, leaving the slow node would stop the job until a node appears that may never
+    come: it trains on, slowly, and says so once."""
+    j = running(job(replicas={"min": 4, "max": 4}))
+    gang = tuple(agents(1, 4))
+    j, plan = step(j, Observed(pods=gang, heartbeat=_slow_rank_4()), at(30))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.avoid_nodes, j.status.failures) == (1, [], [])
+    [event] = plan.events
+    assert event.reason == "Straggler"
+    assert "would leave 3 node pods, too few (min is 4): the job stays" in event.message
+    slow_ranks = next(c for c in j.status.conditions if c.type == "SlowRanks")
+    assert (slow_ranks.status, slow_ranks.reason) == ("True", "BelowMinimum")
+    j, plan = step(j, Observed(pods=gang, heartbeat=_slow_rank_4()), at(31))
+    assert j.status is not None
+    assert not plan.events, "said once, not at every heartbeat"
+    healthy = beat(1, 60, rank_step_seconds=[1.0] * 8, rank_compute_seconds=[0.2] * 8,
+                   window_steps=20)  # fmt: skip
+    j, _ = step(j, Observed(pods=gang, heartbeat=healthy), at(40))
+    assert j.status is not None
+    slow_ranks = next(c for c in j.status.conditions if c.type == "SlowRanks")
+    assert (slow_ranks.status, slow_ranks.reason) == ("False", "NoSlowRanks")
 
 
 @pytest.mark.parametrize(

@@ -95,19 +95,23 @@ def _can_carry(observed: Observed, pod: PodView, avoid: frozenset[str] = frozens
 
 
 def runnable_nodes(
-    observed: Observed, epoch: int, nodes: int, unresponsive: frozenset[str] = frozenset()
-) -> int:
+    observed: Observed, epoch: int, nodes: int, unresponsive: frozenset[str] = frozenset(),
+    avoid: frozenset[str] = frozenset(),
+) -> int:  # fmt: skip
     """How many node pods could run a new epoch at once: all of the epoch's ranks except those
-    whose machine is gone (a NotReady node, a pod in phase Unknown, an agent presumed gone),
-    plus ready hot spares. A restart at this size needs no wait for a replacement that cannot
-    come."""
+    whose machine is gone (a NotReady node, a pod in phase Unknown, an agent presumed gone) or
+    that the job is leaving (on a node in `avoid`), plus ready hot spares off those nodes. A
+    restart at this size needs no wait for a replacement that cannot come."""
     pods = observed.node_pods(epoch)
     gone = sum(
         1
         for p in pods.values()
-        if observed.on_lost_node(p) or p.phase == "Unknown" or p.name in unresponsive
+        if observed.on_lost_node(p)
+        or p.phase == "Unknown"
+        or p.name in unresponsive
+        or (p.node_name is not None and p.node_name in avoid)
     )
-    spares = sum(1 for p in observed.standby_pods(epoch) if _can_carry(observed, p))
+    spares = sum(1 for p in observed.standby_pods(epoch) if _can_carry(observed, p, avoid))
     return nodes - gone + spares
 
 

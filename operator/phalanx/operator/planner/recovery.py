@@ -330,7 +330,12 @@ def peers_first(
 
 
 def stragglers(d: Decision, config: PlannerConfig) -> bool:
-    """A rank persistently slower than stragglerFactor x median moves the gang off its node."""
+    """A rank persistently slower than stragglerFactor x median moves the gang off its node, at
+    once: the new epoch runs on the pods and hot spares off the slow nodes (a shrink if no spare
+    stands in; standbys kept off those nodes grow it back when capacity shows), with no wait for
+    a replacement node that may not exist. Where what is left would be fewer than replicas.min,
+    the job keeps the slow node: training slowly beats not training (a machine where every rank
+    competes for the CPU makes healthy ranks look slow), and the SlowRanks condition says so."""
     beat = d.observed.heartbeat
     if d.status.phase != "Running" or beat is None or beat.epoch != d.status.epoch:
         return False
@@ -345,9 +350,29 @@ def stragglers(d: Decision, config: PlannerConfig) -> bool:
     slow = list(by_name.values())
     nodes = sorted({p.node_name for p in slow if p.node_name})
     if not nodes:
+        d.clear_condition(ConditionType.SLOW_RANKS, ConditionReason.NO_SLOW_RANKS)
         return False
-    d.status.avoid_nodes = sorted({*d.status.avoid_nodes, *nodes})[-32:]
+    avoid = frozenset({*d.status.avoid_nodes, *nodes})
+    left = inplace.runnable_nodes(d.observed, d.status.epoch, d.status.nodes, avoid=avoid)
+    size = elastic.largest_valid_size(d.spec, min(left, d.status.nodes))
+    if size is None:
+        _keep_slow_nodes(d, ranks, nodes, left)
+        return False
+    d.status.avoid_nodes = sorted(avoid)[-32:]
     d.event(EventReason.STRAGGLER, f"ranks {ranks} are slow; avoiding nodes {nodes}", "Warning")
     straggler = FailureReason.STRAGGLER
-    restart(d, [Verdict("infrastructure", straggler, pod=p.name, node=p.node_name) for p in slow])
+    verdicts = [Verdict("infrastructure", straggler, pod=p.name, node=p.node_name) for p in slow]
+    restart(d, verdicts, size=size)
     return True
+
+
+def _keep_slow_nodes(d: Decision, ranks: list[int], nodes: list[str], left: int) -> None:
+    """Say once (the condition's transition) that slow ranks stay, and why."""
+    message = (
+        f"ranks {ranks} are slow, but leaving nodes {nodes} would leave {left} node pods, "
+        f"too few ({elastic.floor_reason(d.spec)}): the job stays on them"
+    )
+    kept = d.condition(ConditionType.SLOW_RANKS)
+    if kept is None or kept.status != "True":
+        d.event(EventReason.STRAGGLER, message, "Warning")
+    d.set_condition(ConditionType.SLOW_RANKS, True, ConditionReason.BELOW_MINIMUM, message)
