@@ -7,7 +7,7 @@ import subprocess
 
 from kubernetes import client as k8s
 
-from tests.e2e.cluster import KindCluster
+from tests.e2e.cluster import KindCluster, run
 
 # Runs inside the trainer container: the worker processes (the agent is PID 1). A worker is a
 # process whose command line ends with the program, or, for the agent's warm workers, a child of
@@ -100,45 +100,42 @@ def stall_worker(kind: KindCluster, pod: k8s.V1Pod, seconds: float = 300) -> Non
 # 0.1 s period they run for `share` of it and are stopped for the rest (SIGSTOP/SIGCONT), until
 # `seconds` pass or the container goes. Unlike a CFS quota, it slows work that sleeps in short
 # slices too (the reference trainer's emulated compute: phalanx.trainer.emulated).
-_SLOW_CONTAINER = """
-import os, signal, sys, time
-share, deadline = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
-me = os.getpid()
-def others():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
-def send(pids, sig):
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-print("slowed", flush=True)
-try:
-    while time.monotonic() < deadline:
-        pids = others()
-        send(pids, signal.SIGSTOP)
-        time.sleep(0.1 * (1 - share))
-        send(pids, signal.SIGCONT)
-        time.sleep(0.1 * share)
-finally:
-    send(others(), signal.SIGCONT)
+_POD_CGROUP = r"""
+uid=$1; cpus=$2
+for root in /sys/fs/cgroup/cpu /sys/fs/cgroup; do
+  found=$(find "$root" -maxdepth 6 -type d \( -name "*pod$uid*" -o -name "*pod$(echo "$uid" | tr - _)*" \) \
+          2>/dev/null | awk '{ print length, $0 }' | sort -n | head -1 | cut -d' ' -f2-)
+  [ -n "$found" ] && break
+done
+[ -n "$found" ] || { echo "no cgroup for pod $uid" >&2; exit 1; }
+if [ -f "$found/cpu.cfs_quota_us" ]; then
+  period=$(cat "$found/cpu.cfs_period_us")
+  if [ "$cpus" = max ]; then echo -1; else awk -v c="$cpus" -v p="$period" 'BEGIN { printf "%d", c * p }'; fi \
+    > "$found/cpu.cfs_quota_us"
+else
+  if [ "$cpus" = max ]; then echo "max 100000"; else awk -v c="$cpus" 'BEGIN { printf "%d 100000", c * 100000 }'; fi \
+    > "$found/cpu.max"
+fi
 """
+_THROTTLED: list[tuple[str, str]] = []
 
 
-def slow_pod(kind: KindCluster, pod: k8s.V1Pod, share: float, seconds: float = 300) -> None:
-    """The pod's processes (its agent and workers) get `share` of the time, as on a throttled
-    machine, for `seconds` or until `release_stalls`."""
-    slower = kind.kubectl_popen("exec", "-n", pod.metadata.namespace, pod.metadata.name, "--",
-                                "python", "-c", _SLOW_CONTAINER, str(share), str(seconds))  # fmt: skip
-    _STALLS.append(slower)
-    started = slower.stdout.readline().strip() if slower.stdout else ""
-    if started != "slowed":
-        _, errors = slower.communicate(timeout=30)
-        raise AssertionError(f"{pod.metadata.name} could not be slowed: {errors}")
+def throttle_pod(pod: k8s.V1Pod, cpus: float) -> None:
+    """The pod's CPU quota (its cgroup's CFS bandwidth, as a CPU limit sets it) cut to `cpus`,
+    until `release_stalls`: every process of the pod, its agent too, runs at most that share,
+    and none is ever stopped (as on a throttled or overcommitted machine; a stopped process
+    would be a frozen one, a Hang)."""
+    node, uid = str(pod.spec.node_name), str(pod.metadata.uid)
+    run(["docker", "exec", node, "sh", "-c", _POD_CGROUP, "throttle", uid, str(cpus)])
+    _THROTTLED.append((node, uid))
 
 
 def release_stalls() -> None:
-    """End the tracers `stall_worker` started (their workers go on, if alive)."""
+    """End the tracers `stall_worker` started (their workers go on, if alive), and lift the
+    CPU quotas `throttle_pod` set (on pods that still exist)."""
+    while _THROTTLED:
+        node, uid = _THROTTLED.pop()
+        run(["docker", "exec", node, "sh", "-c", _POD_CGROUP, "release", uid, "max"], check=False)
     while _STALLS:
         tracer = _STALLS.pop()
         tracer.terminate()

@@ -13,7 +13,7 @@
 - The checkpoint volume full: the save that does not fit fails, the job says so
   (CheckpointFailing, a CheckpointFailed event) and trains on without a restart, its last
   committed checkpoint kept.
-- A slow rank (its pod's processes given a quarter of the time, as on a throttled machine):
+- A slow rank (its pod's CPU quota cut to a tenth of a CPU, as on a throttled machine):
   found by its compute time as a Straggler, and the job restarts once, at once, without that
   node.
 """
@@ -44,8 +44,18 @@ JOB = "steady"
 CONTROL_PLANE_NODE = "phalanx-e2e-control-plane"
 
 
-def _training(kind: KindCluster, namespace: str, steps: int = 250) -> dict[str, Any]:
-    kind.create_job(namespace, for_kind(training_job(JOB, steps=steps)))
+CPU_BOUND = ["--step-delay-seconds", "0", "--dim", "256", "--hidden", "1024", "--layers", "4",
+             "--seq-len", "64"]  # fmt: skip
+"""Trainer arguments for steps of real compute (a model of about 3 M parameters, no emulated
+delay): work a CPU quota slows, where a sleep would not be."""
+
+
+def _training(
+    kind: KindCluster, namespace: str, steps: int = 250, args: list[str] | None = None
+) -> dict[str, Any]:
+    job = training_job(JOB, steps=steps)
+    job["spec"]["template"]["spec"]["containers"][0]["args"] += args or []
+    kind.create_job(namespace, for_kind(job))
     log = kind.shared_dir(namespace) / JOB / "log" / "losses.jsonl"
     return kind.wait_status(
         namespace, JOB,
@@ -290,17 +300,16 @@ def test_a_full_checkpoint_volume_is_reported_and_training_goes_on(
 def test_a_cpu_throttled_rank_is_found_as_a_straggler_and_the_job_leaves_its_node(
     kind: KindCluster, namespace: str
 ) -> None:
-    """Node rank 2's pod gets a quarter of the time (its processes stopped 75 ms of every 100,
-    as a CPU quota holds a throttled machine; `faults.slow_pod`): its rank's own work takes
-    about 4 times as long, which its compute time shows while the step times of the synchronous
-    gang stay alike. Found as a Straggler (not a Hang: steps go on): the job restarts once,
+    """Node rank 2's pod gets a tenth of a CPU (its cgroup's CFS quota, as a CPU limit sets it;
+    `faults.throttle_pod`): its rank's own work takes several times as long, which its compute
+    time shows while the step times of the synchronous gang stay alike. Found as a Straggler (not a Hang: steps go on): the job restarts once,
     avoiding that node, and goes on at 2 nodes at once."""
-    status = _training(kind, namespace, steps=2000)
+    status = _training(kind, namespace, steps=2000, args=CPU_BOUND)
     epoch = status["epoch"]
     victim = kind.running_pod(namespace, JOB, epoch, rank=2)
     node = str(victim.spec.node_name)
     fault_at = time.time()
-    faults.slow_pod(kind, victim, share=0.25)
+    faults.throttle_pod(victim, cpus=0.1)
     try:
         done = kind.wait_status(namespace, JOB, lambda s: s.get("epoch", 0) > epoch,
                                 "a new epoch without the slow node", timeout=300)  # fmt: skip

@@ -73,7 +73,9 @@ class Throttler:
             self._signal(self._held, signal.SIGSTOP)
             # One hold for every slow node: the longest; a faster one runs a little less.
             self._stop.wait(PERIOD_SECONDS * (1 - 1 / slowest))
-            self._signal(self._held, signal.SIGCONT)
+            # Children first, the agent last: a quota holds no process in the stopped state,
+            # so the agent must never run while its workers are stopped (a Hang to it).
+            self._signal(self._held[::-1], signal.SIGCONT)
             self._held = []
             self._stop.wait(PERIOD_SECONDS / slowest)
 
