@@ -36,7 +36,8 @@ CASES = {
     "check, 10 s)",
     "rank-stalled-default": "a rank stalled while alive (ptrace-held), default failure policy "
     "(the adaptive step-hang timeout, 30 s here)",
-    "slow-rank": "a rank's pod given a quarter of the CPU time (SIGSTOP/SIGCONT duty cycle)",
+    "slow-rank": "a rank's pod cut to a tenth of a CPU (its cgroup's CFS quota), steps of real "
+    "compute",
     "oom-killed": "a worker past its pod's memory limit (a user's script)",
     "checkpoint-corrupt": "a worker SIGKILLed with a corrupt and a partial checkpoint newest on "
     "the volume",
