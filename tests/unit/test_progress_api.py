@@ -105,6 +105,27 @@ def test_a_checkpoint_shows_in_the_heartbeat_at_once(tmp_path: Path) -> None:
     assert (beat.checkpoint.step, beat.checkpoint.path) == (20, str(tmp_path / "step-20"))
 
 
+def test_a_blocking_save_shows_in_the_heartbeat_while_it_runs(tmp_path: Path) -> None:
+    """The operator allows a save longer than a step only while the heartbeat says one runs;
+    nested blocks (a finish that saves and closes) are the outer one."""
+    reporter = progress.Reporter(tmp_path / "progress.json", epoch=1)
+    reporter.report(20, loss=0.5)
+
+    def beat() -> Heartbeat:
+        return Heartbeat.model_validate_json((tmp_path / "progress.json").read_text())
+
+    with reporter.saving(20):
+        during = beat()
+        with reporter.saving(21):
+            assert beat().saving == during.saving, "the inner block is the outer save"
+    assert during.saving is not None
+    assert during.saving.step == 20
+    assert beat().saving is None, "cleared once the save is done"
+    reporter.saved(12.3456)
+    reporter.report(21, loss=0.4)
+    assert beat().save_seconds == 12.346, "the last save's time goes out with the next report"
+
+
 def test_a_report_carries_the_total_and_rank_0s_step_time_after_its_first_step(
     tmp_path: Path,
 ) -> None:

@@ -93,6 +93,8 @@ class Reporter:
         self.window_steps = 0
         self.checkpoint_ref: dict[str, Any] | None = None
         self.checkpoint_error: dict[str, Any] | None = None
+        self.saving_now: dict[str, Any] | None = None
+        self.save_seconds: float | None = None
         self._beat: dict[str, Any] | None = None
         """The heartbeat last written (global rank 0 only)."""
         self._last = time.monotonic()
@@ -161,6 +163,8 @@ class Reporter:
             "windowSteps": self.window_steps,
             "checkpoint": self.checkpoint_ref,
             "checkpointError": self.checkpoint_error,
+            "saving": self.saving_now,
+            "saveSeconds": self.save_seconds,
             **(extra or {}),
         }
         self._beat = beat
@@ -174,7 +178,7 @@ class Reporter:
         self.checkpoint_ref = {
             "step": step,
             "path": path,
-            "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "time": _now(),
             # the cadence, as this process kept it: a heartbeat may skip a checkpoint
             "previousStep": previous if previous is not None and previous < step else None,
         }
@@ -190,10 +194,37 @@ class Reporter:
         self.checkpoint_error = {
             "step": step,
             "message": message[-2048:],
-            "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "time": _now(),
         }
         if self._beat is not None:
             self._beat["checkpointError"] = self.checkpoint_error
+            self._write()
+
+    @contextlib.contextmanager
+    def saving(self, step: int) -> Iterator[None]:
+        """Training is blocked by a checkpoint save of step `step` (a blocking save, the final
+        one, a wait for the previous save's upload): the job's status knows, and its hang
+        timeout allows a save longer than a step (3 x the last save's time, at least 2 min), so
+        that a long save is not taken for a hang. Nested blocks count as the outer one."""
+        if self.saving_now is not None:
+            yield
+            return
+        self._set_saving({"step": step, "since": _now()})
+        try:
+            yield
+        finally:
+            self._set_saving(None)
+
+    def saved(self, seconds: float) -> None:
+        """The last save took `seconds` from its start to its commit."""
+        self.save_seconds = round(seconds, 3)
+        if self._beat is not None:
+            self._beat["saveSeconds"] = self.save_seconds
+
+    def _set_saving(self, saving: dict[str, Any] | None) -> None:
+        self.saving_now = saving
+        if self._beat is not None:
+            self._beat["saving"] = saving
             self._write()
 
     def _write(self) -> None:
@@ -251,6 +282,10 @@ class _DeviceSpan:
     def seconds(self) -> float:
         self._end.synchronize()
         return float(self._start.elapsed_time(self._end)) / 1000.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _mean(values: deque[float]) -> float:
@@ -311,6 +346,11 @@ def checkpoint(step: int, path: str) -> None:
 def checkpoint_failed(step: int | None, message: str) -> None:
     """A save of step `step` failed, training goes on; see `Reporter.checkpoint_failed`."""
     default_reporter().checkpoint_failed(step, message)
+
+
+def saving(step: int) -> contextlib.AbstractContextManager[None]:
+    """A checkpoint save of step `step` blocks training; see `Reporter.saving`."""
+    return default_reporter().saving(step)
 
 
 def compute() -> contextlib.AbstractContextManager[None]:

@@ -47,6 +47,17 @@ class Resume(KubeModel):
     """Where that state came from (None with no state)."""
 
 
+class SaveInProgress(KubeModel):
+    """A checkpoint save that blocks training while it runs (a blocking save, the final one, a
+    save waiting for the previous one's upload): the step does not move meanwhile, and the hang
+    timeout allows for it."""
+
+    step: Annotated[int, Field(ge=0)]
+    """The step being saved."""
+    since: datetime
+    """When the save began to block (the program's clock)."""
+
+
 class CheckpointFailure(KubeModel):
     """A checkpoint save that failed (the newest): training went on without it."""
 
@@ -102,6 +113,13 @@ class Heartbeat(KubeModel):
 
     checkpoint_error: CheckpointFailure | None = None
     """The newest failed save since the last commit; cleared when a save commits."""
+
+    saving: SaveInProgress | None = None
+    """A save blocking training now; absent otherwise."""
+
+    save_seconds: Annotated[float | None, Field(ge=0)] = None
+    """How long the program's last save took, from its start to its commit (an async save's
+    upload included): what the next blocking save is expected to take."""
 
     startup: StartupTimes | None = None
     """How the epoch started, once its first step completed."""

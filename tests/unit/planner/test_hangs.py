@@ -6,7 +6,7 @@ heartbeat Lease; a hang's recovery and lost time count from the step's last move
 from __future__ import annotations
 
 from phalanx.operator.planner import Observed, ObserveRecovery
-from phalanx.operator.planner.actions import Plan
+from phalanx.operator.planner.actions import EmitEvent, Plan
 from tests.unit.planner.builders import at, beat, events, job, launched, pods, step
 
 
@@ -135,3 +135,47 @@ def test_hang_timeout_set_by_the_user_wins_over_the_step_time() -> None:
     assert hang_message(plan) == (
         "no progress for 10 s at step 10 (timeout 10 s: hangTimeoutSeconds)"
     )
+
+
+def _saving(since: float, last_save: float | None = None) -> dict[str, object]:
+    return {"saving": {"step": 5, "since": at(since)}, "save_seconds": last_save}
+
+
+def test_a_blocking_save_holds_the_step_without_being_a_hang_until_it_overstays() -> None:
+    """The final save (or one waiting for the last upload) holds the step as long as storage
+    takes: no hang within the save's allowance (2 min at least, or 3 x the last save), counted
+    from the save's start; a save that never ends is one, and its event says so."""
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5)), at(12))
+    saving = Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5, **_saving(13)))
+    j, plan = step(j, saving, at(100))
+    assert j.status is not None
+    assert (j.status.epoch, events(plan)) == (1, []), "a save of 87 s is no hang"
+    assert plan.requeue_after == 33, "looked at again when the save's allowance ends"
+    j, plan = step(j, saving, at(134))
+    assert j.status is not None
+    assert j.status.epoch == 2
+    [hang] = [a.event for a in plan.of_type(EmitEvent) if a.event.reason == "Hang"]
+    assert "no progress for 122 s at step 5" in hang.message
+    assert "a save of step 5 blocking for 121 s" in hang.message
+
+
+def test_a_save_is_allowed_three_times_the_last_ones_time() -> None:
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5)), at(12))
+    slow_storage = Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5, **_saving(13, 100.0)))
+    j, _ = step(j, slow_storage, at(300))
+    assert j.status is not None
+    assert j.status.epoch == 1, "the last save took 100 s: 300 s is allowed"
+    j, _ = step(j, slow_storage, at(314))
+    assert j.status is not None
+    assert j.status.epoch == 2
+
+
+def test_a_save_reported_by_an_older_epoch_allows_nothing() -> None:
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5)), at(12))
+    stale = Observed(pods=tuple(pods(1, 4)), heartbeat=beat(0, 5, **_saving(13)))
+    j, _ = step(j, stale, at(23))
+    assert j.status is not None
+    assert j.status.epoch == 2

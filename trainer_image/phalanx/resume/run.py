@@ -103,7 +103,7 @@ class Resumable:
         )
         self.checkpoints = CheckpointManager(
             self.settings.location, self.settings.keep, self.settings.async_save, group,
-            on_commit=self.reporter.checkpoint,
+            on_commit=self._committed,
         )  # fmt: skip
         memory = self.settings.memory_dir
         self.memory = MemorySnapshots(
@@ -181,15 +181,15 @@ class Resumable:
             )  # fmt: skip
         preempted, overdue = self._agree()
         if self.progress.step % self.settings.interval_steps == 0 or overdue:
-            self._going_on(
-                self.checkpoints.wait
-            )  # the previous save's failure told, this one tried
-            self._going_on(self.save)
+            with self.reporter.saving(self.progress.step):  # it may wait for the last upload
+                self._going_on(self.checkpoints.wait)  # the last save's failure told
+                self._going_on(self.save)  # and this one tried
         self.memory.maybe_save(self.progress.step, self.state)
         self._going_on(self.checkpoints.poll)
         if preempted:  # a rank's pod is being stopped: every rank saves this step and stops
-            self.save(blocking=True)
-            self.close()
+            with self.reporter.saving(self.progress.step):
+                self.save(blocking=True)
+                self.close()
             sys.exit(exits.SIGNAL_BASE + signal.SIGTERM if self._preempted else exits.CHECKPOINTED)
 
     def wait_staged(self) -> None:
@@ -215,11 +215,18 @@ class Resumable:
         self._last_save = time.monotonic()
         self.checkpoints.save(self.progress.step, {"app": self.state}, blocking=blocking)
 
+    def _committed(self, step: int, location: str) -> None:
+        """A save committed: how long it took (for the hang timeout of the next blocking one)
+        and where it is (the job's status)."""
+        self.reporter.saved(time.monotonic() - self._last_save)
+        self.reporter.checkpoint(step, location)
+
     def finish(self) -> None:
         """The last save, if the cadence did not just make one, committed; then `close`."""
-        if self.progress.step % self.settings.interval_steps:
-            self.save(blocking=True)
-        self.close()
+        with self.reporter.saving(self.progress.step):
+            if self.progress.step % self.settings.interval_steps:
+                self.save(blocking=True)
+            self.close()
 
     def close(self) -> None:
         """Let in-flight saves and snapshots finish and free their host buffers."""

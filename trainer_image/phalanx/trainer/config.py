@@ -49,6 +49,10 @@ class TrainerConfig(BaseSettings):
     hidden: Annotated[int, Field(ge=8)] = 128
     log_dir: Path | None = None
     """Where to append losses.jsonl and samples-<rank>.jsonl (for trajectory checks)."""
+    final_save_delay_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """Emulated slow storage for the final save: it blocks this much longer before it is
+    made (a large model on a slow volume), reported as a save in progress like the save
+    itself (tests: a long final save is no hang)."""
     step_delay_seconds: Annotated[float, Field(ge=0)] = 0.0
     """Emulated compute after each step, as if the model were bigger (demos: a run long enough to
     watch and to interrupt). It is this rank's own work: a node with less CPU does it more slowly

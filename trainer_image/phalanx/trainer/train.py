@@ -105,7 +105,9 @@ class Trainer:
             )
             with self.heartbeat.compute():  # stands for a bigger model's compute on this rank
                 emulated.work(config.step_delay_seconds)
-        self.run.finish()
+        with self.heartbeat.reporter.saving(self.run.step):
+            time.sleep(config.final_save_delay_seconds)  # emulated slow storage (0: none)
+            self.run.finish()
 
     def train_step(self) -> float:
         """One optimizer step of the job's next global batch; its mean loss (the library

@@ -121,6 +121,27 @@ def hang_deadline(status: TrainingJobStatus, timeout_seconds: float) -> datetime
     return progress.updated_at + timedelta(seconds=timeout_seconds)
 
 
+SAVE_FLOOR_SECONDS = 120.0
+"""A blocking checkpoint save may hold the step this long, or longer (`SAVE_FACTOR`), before
+the hang timeout counts from its start."""
+SAVE_FACTOR = 3.0
+"""A blocking save may take this many times the program's last save (start to commit, an async
+upload included: what a save of this state takes on this storage)."""
+
+
+def save_deadline(
+    heartbeat: Heartbeat | None, epoch: int, timeout_seconds: float
+) -> datetime | None:
+    """When a blocking save the current epoch reports (`saving`) counts as hung: from its start,
+    the longest of the hang timeout, `SAVE_FLOOR_SECONDS` and `SAVE_FACTOR` x the last save's
+    time. None while no save blocks. Why: the final save or one waiting for the previous upload
+    holds the step for as long as storage takes, which is no hang; a save that never ends is."""
+    if heartbeat is None or heartbeat.epoch != epoch or heartbeat.saving is None:
+        return None
+    allowed = max(timeout_seconds, SAVE_FLOOR_SECONDS, SAVE_FACTOR * (heartbeat.save_seconds or 0))
+    return heartbeat.saving.since + timedelta(seconds=allowed)
+
+
 def straggler_ranks(
     heartbeat: Heartbeat, factor: float, min_window: int, min_cost: float = 0.0
 ) -> list[int]:

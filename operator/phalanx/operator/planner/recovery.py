@@ -296,6 +296,10 @@ def hang(d: Decision, config: PlannerConfig) -> bool:
     due = heartbeat.hang_deadline(d.status, timeout.seconds)
     if due is None:
         return False
+    beat = d.observed.heartbeat
+    saving = heartbeat.save_deadline(beat, d.status.epoch, timeout.seconds)
+    if saving is not None and saving > due:
+        due = saving
     if d.now < due:
         d.requeue_at(due)
         return False
@@ -304,8 +308,11 @@ def hang(d: Decision, config: PlannerConfig) -> bool:
         # away, say), so a still step proves nothing. A frozen rank 0 is its peers' to find.
         d.requeue_at(d.now + seconds(heartbeat.UNHEARD_SECONDS))
         return False
-    stalled = timeout.seconds + (d.now - due).total_seconds()
+    stalled = (d.now - progress.updated_at).total_seconds() if progress.updated_at else 0.0
     message = f"no progress for {stalled:.0f} s at step {progress.step} (timeout {timeout.why})"
+    if saving is not None and beat is not None and beat.saving is not None:
+        began = (d.now - beat.saving.since).total_seconds()
+        message += f"; a save of step {beat.saving.step} blocking for {began:.0f} s"
     d.event(EventReason.HANG, message, "Warning")
     # The job stopped training when its step last moved, not when the timeout ran out: the
     # recovery (and the time lost) counts from there.
