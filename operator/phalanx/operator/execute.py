@@ -5,6 +5,8 @@ Why this order: the status write records the epoch before any of its pods exist,
 killed half-way resumes the same epoch from status, and deterministic pod names make a repeated
 create a no-op. No epoch is skipped or repeated, and no pod is duplicated.
 
+Creates the watch has not shown yet are not repeated (`expectations`).
+
 A create the API server refuses as Invalid (422), or a pod its PodSecurity admission does not
 admit (403), is not an API hiccup: the same request would be refused again. It becomes a
 `ChildRefusal` here, at the boundary (`ChildRefusedError` inside); the plan's other creations are
@@ -33,6 +35,7 @@ from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import assignment_lease_name, event_name_prefix, lease_name
 from phalanx.operator import builder, planner
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
     Action,
@@ -113,8 +116,9 @@ class Executor:
     Used from worker threads."""
 
     def __init__(
-        self, api: k8s.ApiClient, build: builder.BuildSettings, metrics: OperatorMetrics
-    ) -> None:
+        self, api: k8s.ApiClient, build: builder.BuildSettings, metrics: OperatorMetrics,
+        expectation_seconds: float = EXPECTATION_SECONDS,
+    ) -> None:  # fmt: skip
         self.core = k8s.CoreV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
         self.rbac = k8s.RbacAuthorizationV1Api(api)
@@ -122,12 +126,18 @@ class Executor:
         self.build = build
         self.metrics = metrics
         self.instance = socket.gethostname()
-        self._published: dict[tuple[str, str], str] = {}
+        self._published: dict[JobKey, str] = {}
         """The last assignment written per job: the plan repeats it until the epoch launched."""
+        self.expectations = Expectations(expectation_seconds)
 
-    def forget(self, key: tuple[str, str]) -> None:
+    def forget(self, key: JobKey) -> None:
         """A job is gone (or its loop stopped): drop what was remembered of it."""
         self._published.pop(key, None)
+        self.expectations.forget(key)
+
+    def seen(self, key: JobKey, pods: set[str]) -> None:
+        """The job's pods the watch shows now (see `Expectations.seen`)."""
+        self.expectations.seen(key, pods)
 
     def for_job(self, raw: Mapping[str, Any], job: TrainingJob) -> JobExecutor:
         """The executor of the job read as `raw` (and parsed as `job`)."""
@@ -222,7 +232,11 @@ class Executor:
             _tolerate(error, 409)
 
     def _create_pod(self, job: TrainingJob, manifest: Manifest) -> None:
+        key, name = _key(job), manifest["metadata"]["name"]
+        if self.expectations.pod_expected(key, name):
+            return  # created by an earlier reconcile; the watch has not shown it yet
         self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), manifest)
+        self.expectations.pod_created(key, name)
 
     def _create_custom(self, job: TrainingJob, manifest: Manifest) -> None:
         self._create(
@@ -233,7 +247,13 @@ class Executor:
             manifest,
         )
 
-    def _ensure_children(self, job: TrainingJob) -> None:
+    def _ensure_children(self, job: TrainingJob, again: bool = False) -> None:
+        """The job's Service, ServiceAccount, Role, RoleBinding and Leases: once per epoch (a
+        restart makes any that were deleted anew), or `again` when one was found missing."""
+        key = _key(job)
+        ensured = (job.metadata.uid or "", job.status.epoch if job.status else 0)
+        if not again and self.expectations.children_made(key, ensured):
+            return
         ns = _ns(job)
         self._create(
             job,
@@ -261,6 +281,7 @@ class Executor:
             lambda b: self.coordination.create_namespaced_lease(ns, b),
             builder.assignment_lease(job),
         )
+        self.expectations.children_created(key, ensured)
 
     def _assign(
         self, job: TrainingJob, epoch: int, nodes: int, ranks: tuple[tuple[str, int], ...]
@@ -274,7 +295,7 @@ class Executor:
             master_port=self.build.master_port, ranks=dict(ranks),
         )  # fmt: skip
         value = assignment.model_dump_json(by_alias=True)
-        key = (_ns(job), job.metadata.name or "")
+        key = _key(job)
         if self._published.get(key) == value:
             return
         body = {"metadata": {"annotations": {labels.ASSIGNMENT: value}}}
@@ -284,7 +305,7 @@ class Executor:
         except ApiException as error:
             if error.status != 404:
                 raise
-            self._ensure_children(job)  # created by the first reconcile; gone since: again
+            self._ensure_children(job, again=True)  # created by the first reconcile; gone since
             self.coordination.patch_namespaced_lease(name, _ns(job), body)
         self._published[key] = value
 
@@ -365,3 +386,7 @@ class JobExecutor(planner.Executor):
 
 def _ns(job: TrainingJob) -> str:
     return job.metadata.namespace or "default"
+
+
+def _key(job: TrainingJob) -> JobKey:
+    return (_ns(job), job.metadata.name or "")

@@ -97,6 +97,7 @@ class Reconciler:
         refused = self._refused.get(key)
         lease: observe.LeaseFacts | None = next(iter(leases.get(key, ())), None)
         views = tuple(v for v in pods.get(key, ()) if v is not None)
+        self.executor.seen(key, {v.name for v in views})
         observed = Observed(
             pods=observe.with_reports(views, lease.reports) if lease else views,
             nodes={n.name: n for n in nodes.get(None, ())},
