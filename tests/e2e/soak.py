@@ -216,6 +216,9 @@ class RankWatch(threading.Thread):
 def soak_job() -> dict[str, Any]:
     job = training_job(JOB, steps=1_000_000, nodes=(NODES, NODES))
     job["spec"]["failurePolicy"].pop("hangTimeoutSeconds")  # the defaults are on duty
+    # but for the budget: a 30-minute soak strikes about 60 faults, each an infrastructure
+    # restart, and the default (20) would fail the job by design before the soak ends
+    job["spec"]["failurePolicy"]["maxInfraRestarts"] = 10_000
     job["spec"]["spares"] = 1
     return job
 
