@@ -126,14 +126,17 @@ kind-up: $(SETUP) ## Create the kind cluster (offline node image when no registr
 e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tests/e2e)
 	$(PYTHON) -m pytest tests/e2e -m "e2e and not soak" $(E2E_ARGS)
 
-# What CI runs on kind (the whole suite, 24 min, would leave a cold CI little margin under its
-# 90): the chart on the cluster (with a job in a namespace enforcing the restricted Pod Security
-# level), a worker OOM-killed, the examples that run scripts, the main faults (a worker
-# killed, a node lost, a silent node, a pod preempted, a node lost with a spare), a user's image and
-# six third-party cases in it (every program's lost node with a spare, which `hot_spare` picks,
-# and Lightning's kill and stop: about 4.5 min of tests/e2e/test_third_party.py's 9), the
-# uninstall. The full suite passes in about 24 min here (README); CI keeps to this part.
-E2E_REDUCED := every_example_is_run or renders or helm_test or restricted_namespace or memory_limit or secrets or quickstart or worker-killed or node-lost or silent_node or preempted or hot_spare or python_script or progress_script or users_image or without_python or framework_script or stopped_worker or (third_party and lightning) or uninstall
+# What CI runs on kind (the whole suite, about 30 min, would leave a cold CI little margin under
+# its 90): the chart on the cluster (with a job in a namespace enforcing the restricted Pod
+# Security level), the examples that run scripts, the fault matrix but for the hung-rank
+# variants with short timeouts and the ptrace stall (a worker killed, a node lost, a silent node,
+# a partition, a pod preempted, a node lost with a spare, a stopped rank at the defaults, and
+# every fault of tests/e2e/test_cluster_faults.py: the operator and the API server restarted,
+# corrupt checkpoints, a spent budget, OOM, a full volume, a throttled rank; about 8 min), an
+# image that cannot be pulled, a user's image and six third-party cases in it (every program's
+# lost node with a spare, which `hot_spare` picks, and Lightning's kill and stop), the
+# uninstall. The note of each stop lists each case's cost.
+E2E_REDUCED := every_example_is_run or renders or helm_test or restricted_namespace or cluster_faults or secrets or quickstart or worker-killed or node-lost or silent_node or partition or rank-hung-default or preempted or hot_spare or python_script or progress_script or image_that_does_not_exist or users_image or without_python or framework_script or stopped_worker or (third_party and lightning) or uninstall
 
 .PHONY: e2e-reduced
 e2e-reduced: kind-up chart-tools ## The e2e suite's chart checks, one job and one fault (what CI runs)
@@ -153,9 +156,9 @@ kind-down: ## Delete the kind cluster
 
 # The control-plane benchmark also runs kube-scheduler and kwok (fake nodes), built once, cached.
 .PHONY: bench-tools
-bench-tools: binaries ## Build kube-scheduler and kwok for the control-plane benchmark (once)
+bench-tools: binaries ## Build kube-scheduler, kwok and Kubeflow's training operator for the control-plane benchmark (once)
 	bash tests/tools/k8s-binaries.sh kube-scheduler
-	bash tests/tools/cluster-tools.sh kwok
+	bash tests/tools/cluster-tools.sh kwok training-operator
 
 .PHONY: bench
 bench: $(SETUP) bench-tools ## Every benchmark, full mode (71 min on 2 cores): bench/results/suite/*.json and docs/benchmarks.md with plots

@@ -38,7 +38,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
     "quick": {
         "checkpoint": (["--sizes", "small", "--repeats", "1"], 600),
-        "controlplane": (["--jobs", "10,20", "--storm", "5"], 600),
+        "controlplane": (["--jobs", "10,20", "--storm", "5", "--baselines"], 600),
         "api": (["--jobs", "200", "--requests", "10", "--rounds", "2", "--warmup", "5"], 600),
         "detection": (["--faults", "2", "--nodes", "2"], 600),
         "recovery": (["--failures", "2", "--large-failures", "1", "--only", RECOVERY], 900),
@@ -65,7 +65,10 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # derived from the measured terms rather than run three times.
     "full": {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
-        "controlplane": (["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE], 3600),
+        "controlplane": (
+            ["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE, "--baselines"],
+            3600,
+        ),
         "api": (["--jobs", "1000", "--rounds", "5"], 1800),
         "detection": (["--faults", "5", "--nodes", "5"], 1200),
         "recovery": (["--failures", "10", "--large-failures", "5", "--only", RECOVERY], 2400),

@@ -58,9 +58,10 @@ def _seconds(stamp: str) -> float:
 def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
     """The operator's requests received between two wall-clock times: how many, by verb and
     resource, the answers' status codes and the API server's time for the requests that end
-    (watches excluded), p50/p99."""
+    (watches excluded), p50/p99, and the 20 most frequent refused requests with their answers."""
     by_verb: Counter[str] = Counter()
     by_code: Counter[int] = Counter()
+    refused: Counter[str] = Counter()
     served: list[float] = []
     for line in (workdir / "audit.log").read_text().splitlines():
         event = json.loads(line)
@@ -77,14 +78,19 @@ def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
                 "?"
             )[0]
             subresource = (event.get("objectRef") or {}).get("subresource")
-            by_verb[f"{verb} {resource}{'/' + subresource if subresource else ''}"] += 1
+            what = f"{verb} {resource}{'/' + subresource if subresource else ''}"
+            by_verb[what] += 1
         if verb != "watch" and event["stage"] == "ResponseComplete":
             served.append(_seconds(event["stageTimestamp"]) - received)
-            by_code[(event.get("responseStatus") or {}).get("code", 0)] += 1
+            answer = event.get("responseStatus") or {}
+            by_code[answer.get("code", 0)] += 1
+            if answer.get("code", 0) >= 400:  # which requests, and the API server's words
+                refused[f"{what} {answer.get('code')}: {str(answer.get('message', ''))[:160]}"] += 1
     served.sort()
     return {
         "requests": sum(by_verb.values()), "by_verb": dict(by_verb.most_common()),
         "by_code": dict(sorted(by_code.items())),
+        "refused": dict(refused.most_common(20)),
         "p50": statistics.median(served) if served else 0.0,
         "p99": served[min(len(served) - 1, int(0.99 * len(served)))] if served else 0.0,
     }  # fmt: skip

@@ -15,10 +15,14 @@ Measured for each job count, on a fresh API server:
 - a failure storm: nodes lost at once until `--storm` jobs each lost one (a node holds pods of
   several jobs), -> every one of them Running again in a new epoch on other nodes;
 - with `--profile`, where the operator's CPU goes at the largest count (py-spy, 20 samples a
-  second, the process not paused).
+  second, the process not paused);
+- with `--baselines`, at the largest count, the same jobs x pods made by the kube Job controller
+  and by Kubeflow's training operator, each on a fresh API server (`bench.baselines`), and
+  Phalanx's times as ratios of theirs.
 
 Usage: python -m bench.controlplane [--jobs 200] [--nodes 8] [--storm 100] [--profile op.raw]
-                                    [--out bench/results/controlplane.md] [--json figures.json]
+                                    [--baselines] [--out bench/results/controlplane.md]
+                                    [--json figures.json]
 
 `--jobs` may list several counts (`50,100,200`): the JSON holds one entry per count (latency
 against the number of jobs); the Markdown table shows the largest.
@@ -45,7 +49,7 @@ import psutil
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from bench import kwok
+from bench import baselines, kwok
 from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
 from bench.profile import summarise
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
@@ -206,7 +210,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "reconcile_p99": histogram_quantile(0.99, before_storm["reconcile"]),
         "reconcile_parts": parts,
         "api_requests": scale_up["requests"], "api_requests_per_reconcile": scale_up["requests"] / max(reconciles, 1),
-        "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
+        "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"], "api_refused": scale_up["refused"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
         "storm_nodes": len(lost), "storm_jobs": len(hit), "storm_recovered": storm_recovered,
         "storm_reconciles": storm_reconciles,
         "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
@@ -241,8 +245,32 @@ def _table(f: dict[str, Any]) -> str:
          f"{f['storm_api_requests']} API requests)"),
         ("CPU seconds over the run", ", ".join(f"{k} {v:.0f}" for k, v in f["cpu_seconds"].items())),
         ("operator peak RSS", f"{f['peak_rss_mib']:.0f} MiB"),
+        *_baseline_rows(f),
     ]  # fmt: skip
     return "| measure | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def _baseline_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each baseline's times beside Phalanx's, in the same run (Phalanx / baseline: below 1 is
+    faster), and its controller's requests and memory where measured."""
+    rows = []
+    for b in f.get("baselines", []):
+        created, running = f["all_created"] / b["all_created"], f["all_running"] / b["all_running"]
+        rows.append(
+            (
+                f"{b['system']} ({b['flags']}): apply -> all pods created / Running",
+                f"{b['all_created']:.1f} s / {b['all_running']:.1f} s; Phalanx takes "
+                f"{created:.2f}x / {running:.2f}x its time",
+            )
+        )
+        cpu = ", ".join(f"{k} {v:.0f}" for k, v in b["cpu_seconds"].items())
+        extra = (
+            f"; {b['api_requests']} API requests, peak RSS {b['peak_rss_mib']:.0f} MiB"
+            if "api_requests" in b
+            else ""
+        )
+        rows.append((f"{b['system']}: CPU seconds", cpu + extra))
+    return rows
 
 
 def main() -> int:
@@ -254,6 +282,8 @@ def main() -> int:
     )
     parser.add_argument("--profile", type=Path,
                         help="profile the operator at the largest job count with py-spy, into this file")  # fmt: skip
+    parser.add_argument("--baselines", action="store_true",
+                        help="at the largest count, the kube Job controller and Kubeflow's training operator too")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
     parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
@@ -264,6 +294,11 @@ def main() -> int:
         series.append(measure(count, args.nodes, args.storm, profile))
         if profile is not None and profile.exists():
             series[-1]["profile"] = summarise(profile.read_text())
+        if args.baselines and count == counts[-1]:
+            series[-1]["baselines"] = [
+                baselines.measure_job_controller(count, args.nodes),
+                baselines.measure_kubeflow(count, args.nodes),
+            ]
         print(json.dumps(series[-1]), flush=True)
         if args.json is not None:  # after each count: a run stopped at its limit keeps the rest
             args.json.write_text(json.dumps({"series": series}, indent=1))

@@ -242,8 +242,11 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
         + f"; {sum(list(last['api_by_verb'].values())[TOP_VERBS:])} others (discovery, lists "
         "and watches). Answers by status code: "
         + ", ".join(f"{k} {v}" for k, v in last["api_by_code"].items())
-        + " (a 409 is a create of what exists already).",
-    ]
+        + " (a 409 is a create of what exists already)."
+        + (" Refused, the most frequent: " + "; ".join(
+            f"{k} ({v})" for k, v in list(last["api_refused"].items())[:5]) + "."
+           if last.get("api_refused") else ""),
+    ]  # fmt: skip
     if "profile" in last:
         profile = last["profile"]
         lines += ["", f"Where the operator's time goes at {last['jobs']} jobs (py-spy, "

@@ -81,8 +81,11 @@ class Tally:
             return sorted(self.created.values())[n - 1]
 
 
-def start_watches(api: k8s.ApiClient, namespace: str, tally: Tally, selector: str) -> None:
-    """Daemon threads that feed `tally` until the API server goes away."""
+def start_watches(
+    api: k8s.ApiClient, namespace: str, tally: Tally, selector: str, trainingjobs: bool = True
+) -> None:
+    """Daemon threads that feed `tally` until the API server goes away (pods only, for a
+    baseline's jobs, without `trainingjobs`)."""
     core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
 
     def pods(**kw: Any) -> Any:
@@ -91,7 +94,8 @@ def start_watches(api: k8s.ApiClient, namespace: str, tally: Tally, selector: st
     def jobs(**kw: Any) -> Any:
         return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, **kw)
 
-    for call, handler in ((pods, tally.on_pod), (jobs, tally.on_job)):
+    watches = [(pods, tally.on_pod), *([(jobs, tally.on_job)] if trainingjobs else [])]
+    for call, handler in watches:
         threading.Thread(target=_watch, args=(call, handler), daemon=True).start()
 
 

@@ -257,6 +257,23 @@ def _pods_created(results: Figures, _: KindRecords) -> list[Measured]:
                      last["pods"] >= PODS_TARGET and last["all_created"] <= 60)]  # fmt: skip
 
 
+def _pods_created_vs(system: str, within: float) -> Checker:
+    """All pods created within `within` x the baseline's time, measured in the same run."""
+
+    def check(results: Figures, _: KindRecords) -> list[Measured]:
+        last = _largest(results)
+        theirs = next((b for b in (last or {}).get("baselines", []) if b["system"].startswith(system)),
+                      None)  # fmt: skip
+        if last is None or theirs is None:
+            return []
+        ratio = last["all_created"] / theirs["all_created"]
+        return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
+                         f"({ratio:.2f}x) at {last['jobs']} jobs",
+                         _at_jobs(ratio <= within, last))]  # fmt: skip
+
+    return check
+
+
 def _at_jobs(met: bool, last: Figures) -> bool:
     return met and last["jobs"] >= 1000
 
@@ -318,6 +335,8 @@ CHECKERS: dict[str, Checker] = {
     "memory-snapshot-2pct": _memory_share(0.02),
     "memory-snapshot-1pct": _memory_share(0.01),
     "pods-created": _pods_created,
+    "pods-created-vs-job-controller": _pods_created_vs("kube Job controller", 1.25),
+    "pods-created-vs-kubeflow": _pods_created_vs("Kubeflow", 1.0),
     "reconcile-p99": _reconcile_p99,
     "operator-rss": _operator_rss,
     "conflicts": _conflicts,

@@ -83,6 +83,8 @@ class ControlPlane:
     """More kube-apiserver flags (the control-plane benchmark's audit log and token file)."""
     controllers: str = "garbagecollector,namespace"
     """kube-controller-manager's controllers (the detection benchmark adds nodelifecycle)."""
+    controller_manager_args: tuple[str, ...] = ()
+    """More kube-controller-manager flags (the Job-controller baseline lifts its client limits)."""
     kubeconfig: Path = field(init=False)
     pki: Pki = field(init=False)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -235,6 +237,7 @@ class ControlPlane:
                 "--use-service-account-credentials=false",
                 "--concurrent-gc-syncs=5",
                 "--v=1",
+                *self.controller_manager_args,
             ],
         )
 
@@ -286,14 +289,16 @@ def running_control_plane(
     workdir: Path | None = None,
     apiserver_args: tuple[str, ...] = (),
     controllers: str = ControlPlane.controllers,
+    controller_manager_args: tuple[str, ...] = (),
 ) -> Iterator[ControlPlane]:
     """A started control plane, stopped on exit."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="phalanx-cp-")))
         plane = ControlPlane(
-            workdir=workdir, apiserver_args=apiserver_args, controllers=controllers
-        )
+            workdir=workdir, apiserver_args=apiserver_args, controllers=controllers,
+            controller_manager_args=controller_manager_args,
+        )  # fmt: skip
         plane.start()
         stack.callback(plane.stop)
         yield plane

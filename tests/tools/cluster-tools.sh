@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Build the pinned cluster tools Phalanx's chart checks, kind suite and benchmarks use, into a
 # cache outside the repo: helm, the helm-unittest plugin, kind, CoreDNS (for the offline kind node
-# image) and kwok (fake nodes and kubelets for the control-plane benchmark).
+# image), kwok (fake nodes and kubelets for the control-plane benchmark) and Kubeflow's training
+# operator with its CRDs (the control-plane benchmark's baseline).
 #
 # Why from Go modules: our machines reach the Go module proxy but no release download site and
 # no container registry. Each tool is keyed by version, so a second run is a no-op ("cached").
 #
 # Usage: cluster-tools.sh [--print-dir] [TOOL ...]
-#   TOOL is any of: helm helm-unittest kind coredns kwok (default: helm helm-unittest kind).
+#   TOOL is any of: helm helm-unittest kind coredns kwok training-operator
+#   (default: helm helm-unittest kind).
 #   --print-dir  only print the bin directory.
 # Env:
 #   PHALANX_CACHE           cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/phalanx)
@@ -16,6 +18,7 @@
 #   PHALANX_KIND_VERSION    sigs.k8s.io/kind version (default v0.30.0)
 #   PHALANX_COREDNS_VERSION github.com/coredns/coredns version (default v1.14.7)
 #   PHALANX_KWOK_VERSION    sigs.k8s.io/kwok version (default v0.7.0)
+#   PHALANX_TRAINING_OPERATOR_VERSION  github.com/kubeflow/training-operator version (default v1.8.1)
 # After it: helm is `$BIN/helm`; its plugins live in `$CACHE/helm/plugins` (export HELM_PLUGINS).
 set -euo pipefail
 
@@ -24,6 +27,7 @@ UNITTEST_VERSION=${PHALANX_HELM_UNITTEST_VERSION:-v1.1.2}
 KIND_VERSION=${PHALANX_KIND_VERSION:-v0.30.0}
 COREDNS_VERSION=${PHALANX_COREDNS_VERSION:-v1.14.7}
 KWOK_VERSION=${PHALANX_KWOK_VERSION:-v0.7.0}
+TRAINING_OPERATOR_VERSION=${PHALANX_TRAINING_OPERATOR_VERSION:-v1.8.1}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
 BIN_DIR="$CACHE_ROOT/tools/bin"
 PLUGINS_DIR="$CACHE_ROOT/helm/plugins"
@@ -142,6 +146,27 @@ build_kwok() {
   ln -sf "kwok-$KWOK_VERSION" "$BIN_DIR/kwok"
 }
 
+# Kubeflow's training operator (v1: PyTorchJob and the others), and its CRDs beside it
+# (`training-operator-crds-VERSION/`, from the module's manifests).
+build_training_operator() {
+  local out="$BIN_DIR/training-operator-$TRAINING_OPERATOR_VERSION"
+  local crds="$BIN_DIR/training-operator-crds-$TRAINING_OPERATOR_VERSION" module dir
+  if [[ -x $out && -d $crds ]]; then
+    log "training-operator $TRAINING_OPERATOR_VERSION: cached"
+  else
+    module=github.com/kubeflow/training-operator
+    go_build training-operator "$module@$TRAINING_OPERATOR_VERSION" \
+      "$module/cmd/training-operator.v1" "$out"
+    dir=$(cd "$CACHE_ROOT/tools/modules/training-operator-$TRAINING_OPERATOR_VERSION" \
+      && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module")
+    rm -rf "$crds.tmp" && mkdir -p "$crds.tmp"
+    cp "$dir"/manifests/base/crds/*.yaml "$crds.tmp/" && chmod u+w "$crds.tmp"/*.yaml
+    mv "$crds.tmp" "$crds"
+  fi
+  ln -sf "training-operator-$TRAINING_OPERATOR_VERSION" "$BIN_DIR/training-operator"
+  ln -sfn "training-operator-crds-$TRAINING_OPERATOR_VERSION" "$BIN_DIR/training-operator-crds"
+}
+
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(helm helm-unittest kind)
 for t in "${targets[@]}"; do
@@ -151,7 +176,8 @@ for t in "${targets[@]}"; do
     kind) build_kind ;;
     coredns) build_coredns ;;
     kwok) build_kwok ;;
-    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok)"; exit 2 ;;
+    training-operator) build_training_operator ;;
+    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

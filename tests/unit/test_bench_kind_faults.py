@@ -54,8 +54,11 @@ def test_the_section_shows_each_cases_newest_record_in_the_matrix_order() -> Non
         "| a node lost (its container killed), no spare | PeerSilent | 1 | 2.5 s | 3.9 s | 10 | - "
         "| b |",
         "| a node frozen (`docker pause`), `spares: 1`, default failure policy | PeerSilent | 1 "
-        "| 4.6 s | 6.1 s | - | 24.3 s (grace period 50 s) | b |",
-    ]
+        "| 9.0 s | 12.0 s | - | 30.0 s (grace period 20 s) | a |",
+        "| a node frozen (`docker pause`), `spares: 1`, default failure policy, node-monitor grace "
+        "period 50 s (Kubernetes' default) | PeerSilent | 1 | 4.6 s | 6.1 s | - | 24.3 s (grace "
+        "period 50 s) | b |",
+    ], "the suite's grace period and Kubernetes' default are a row each"
     older = [line for line in kind_faults.section(records[:1]) if line.startswith("| a ")]
     assert older[0].endswith("| 30.0 s (grace period 20 s) | a |"), "recorded before it was named"
 
