@@ -168,8 +168,8 @@ class Executor:
         match action:
             case DeletePods(names=names, force=force):
                 self._delete_pods(job, names, force)
-            case EnsureChildren():
-                self._ensure_children(job)
+            case EnsureChildren(epoch=epoch):
+                self._ensure_children(job, epoch)
             case EnsurePodGroup(epoch=epoch, min_member=size):
                 self._create_custom(job, builder.pod_group(job, epoch, size))
             case CreateNodePod(
@@ -247,11 +247,12 @@ class Executor:
             manifest,
         )
 
-    def _ensure_children(self, job: TrainingJob, again: bool = False) -> None:
+    def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
         """The job's Service, ServiceAccount, Role, RoleBinding and Leases: once per epoch (a
-        restart makes any that were deleted anew), or `again` when one was found missing."""
-        key = _key(job)
-        ensured = (job.metadata.uid or "", job.status.epoch if job.status else 0)
+        restart makes any that were deleted anew); every time without `epoch` (one was found
+        missing)."""
+        key, again = _key(job), epoch is None
+        ensured = (job.metadata.uid or "", epoch or 0)
         if not again and self.expectations.children_made(key, ensured):
             return
         ns = _ns(job)
@@ -305,7 +306,7 @@ class Executor:
         except ApiException as error:
             if error.status != 404:
                 raise
-            self._ensure_children(job, again=True)  # created by the first reconcile; gone since
+            self._ensure_children(job)  # created by the first reconcile; gone since: again
             self.coordination.patch_namespaced_lease(name, _ns(job), body)
         self._published[key] = value
 

@@ -34,7 +34,7 @@ def test_new_job_gets_epoch_1_at_desired_size_with_status_written_first() -> Non
         8,
         "Pending",
     )
-    assert EnsureChildren() in plan.actions
+    assert EnsureChildren(1) in plan.actions
     assert [(a.epoch, a.rank, a.nodes) for a in plan.of_type(CreateNodePod)] == [
         (1, r, 4) for r in range(4)
     ]

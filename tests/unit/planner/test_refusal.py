@@ -97,7 +97,7 @@ def test_spec_change_clears_the_condition_and_tries_again() -> None:
     j, plan = step(j, Observed(), at(5))
     assert condition(j) == ("False", "SpecChanged", "")
     assert [(a.epoch, a.rank) for a in plan.of_type(CreateNodePod)] == [(1, r) for r in range(4)]
-    assert EnsureChildren() in plan.actions
+    assert EnsureChildren(1) in plan.actions
 
 
 def test_report_about_an_older_spec_is_ignored() -> None:

@@ -19,7 +19,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class EnsureChildren:
-    """Create, if absent, the headless Service, ServiceAccount, Role, RoleBinding and Lease."""
+    """Create, if absent, the headless Service, ServiceAccount, Role, RoleBinding and Leases,
+    for the launch of epoch `epoch` (the executor makes them once per epoch)."""
+
+    epoch: int = 0
 
 
 @dataclass(frozen=True)

@@ -231,7 +231,7 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
             publish_assignment(d)
         current.launched = True
         return False
-    d.actions.append(EnsureChildren())
+    d.actions.append(EnsureChildren(d.status.epoch))
     if d.spec.gang and d.observed.podgroups_supported:
         d.actions.append(EnsurePodGroup(epoch=d.status.epoch, min_member=d.status.nodes))
     elif d.spec.gang and not pods:  # once per epoch: its first pods are created now
