@@ -54,7 +54,13 @@ from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_be
 from bench.profile import summarise
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import ControlPlane, free_port, running_control_plane, wait_until
+from tests.support.controlplane import (
+    ControlPlane,
+    binaries_dir,
+    free_port,
+    running_control_plane,
+    wait_until,
+)
 
 NAMESPACE = "bench"
 PODS_PER_NODE = 8
@@ -303,12 +309,20 @@ def main() -> int:
         if args.json is not None:  # after each count: a run stopped at its limit keeps the rest
             args.json.write_text(json.dumps({"series": series}, indent=1))
     machine = f"{socket.gethostname()}: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
-    report = (f"# Control-plane benchmark\n\nMachine: {machine}; kube-apiserver v1.33.13 + etcd 3.5.1, "
+    report = (f"# Control-plane benchmark\n\nMachine: {machine}; kube-apiserver v1.33.13 + {_etcd_version()}, "
               f"kube-scheduler and kwok, on loopback.\n\n{_table(series[-1])}\n")  # fmt: skip
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     return 0
+
+
+def _etcd_version() -> str:
+    """The etcd the control plane runs (`make binaries` builds it), as it names itself."""
+    answer = subprocess.run([str(binaries_dir() / "etcd"), "--version"], capture_output=True,
+                            text=True, check=False)  # fmt: skip
+    first = answer.stdout.splitlines()[0] if answer.stdout else "etcd (version unknown)"
+    return first.replace("etcd Version: ", "etcd ")
 
 
 def _up(port: int) -> bool:
