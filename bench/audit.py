@@ -10,6 +10,7 @@ served in the API server rather than in the operator.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import Counter
 from datetime import datetime
@@ -85,7 +86,8 @@ def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
             answer = event.get("responseStatus") or {}
             by_code[answer.get("code", 0)] += 1
             if answer.get("code", 0) >= 400:  # which requests, and the API server's words
-                refused[f"{what} {answer.get('code')}: {str(answer.get('message', ''))[:160]}"] += 1
+                words = re.sub(r'"[^"]*"', '"…"', str(answer.get("message", "")))[:160]
+                refused[f"{what} {answer.get('code')}: {words}"] += 1  # names left out: by kind
     served.sort()
     return {
         "requests": sum(by_verb.values()), "by_verb": dict(by_verb.most_common()),
