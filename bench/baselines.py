@@ -33,12 +33,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from bench import kwok
 from bench.audit import audit_args, operator_kubeconfig, requests_between
+from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.tally import Tally, start_watches
 from tests.support.controlplane import ControlPlane, running_control_plane, wait_until
 
@@ -52,11 +52,6 @@ KUBEFLOW_WEBHOOK = "validator.training-operator.kubeflow.org"
 KUBEFLOW_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 """Where the training operator's webhook server reads its certificate (fixed in its code)."""
 WAIT_SECONDS = 1800
-
-
-def _cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
 
 
 def _container() -> dict[str, Any]:
@@ -106,7 +101,7 @@ def _create_and_wait(
 ) -> dict[str, Any]:
     """Create the jobs from 8 client threads; the seconds to all pods created and Running, and
     the CPU seconds of the processes in `cpu` over it."""
-    before = {name: _cpu_seconds(pid) for name, pid in cpu.items()}
+    before = {name: cpu_seconds(pid) for name, pid in cpu.items()}
     started, wall_started = time.monotonic(), time.time()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, range(jobs)))
@@ -121,7 +116,7 @@ def _create_and_wait(
     return {
         "jobs": jobs, "nodes": pods, "pods": expected, "apply": applied,
         "all_created": tally.nth_created(expected) - started, "all_running": running - started,
-        "cpu_seconds": {name: _cpu_seconds(pid) - before[name] for name, pid in cpu.items()},
+        "cpu_seconds": {name: cpu_seconds(pid) - before[name] for name, pid in cpu.items()},
         "wall_started": wall_started, "wall_ended": time.time(),
     }  # fmt: skip
 
@@ -220,7 +215,7 @@ def measure_kubeflow(jobs: int, pods: int) -> dict[str, Any]:
                     "kubeflow.org", "v1", NAMESPACE, "pytorchjobs", pytorch_job(f"job-{i:04d}", pods)),
                 {"training-operator": operator.pid, "kube-apiserver": plane.pids[1]},
             )  # fmt: skip
-            peak_rss = _peak_rss_mib(operator.pid)
+            peak_rss = peak_rss_mib(operator.pid)
         finally:
             stop.set()
             operator.kill()
@@ -238,10 +233,3 @@ def _controller_started(log: Path, operator: subprocess.Popen[bytes]) -> bool:
     if operator.poll() is not None:
         raise RuntimeError(f"the training operator exited {operator.returncode}:\n{text[-3000:]}")
     return any("Starting workers" in line and "pytorchjob" in line for line in text.splitlines())
-
-
-def _peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0

@@ -51,6 +51,7 @@ from kubernetes import config as k8s_config
 
 from bench import baselines, kwok
 from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
+from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
@@ -101,18 +102,6 @@ def difference(after: list[tuple[float, float]], before: list[tuple[float, float
     """The buckets of what was observed between two scrapes."""
     earlier = dict(before)
     return [(le, count - earlier.get(le, 0.0)) for le, count in after]
-
-
-def cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def storm_nodes(tally: Tally, jobs: int) -> tuple[list[str], set[str]]:
