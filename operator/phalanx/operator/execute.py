@@ -282,7 +282,8 @@ class Executor:
             lambda b: self.coordination.create_namespaced_lease(ns, b),
             builder.assignment_lease(job),
         )
-        self.expectations.children_created(key, ensured)
+        if not again:
+            self.expectations.children_created(key, ensured)
 
     def _assign(
         self, job: TrainingJob, epoch: int, nodes: int, ranks: tuple[tuple[str, int], ...]
