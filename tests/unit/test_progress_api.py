@@ -120,7 +120,10 @@ def test_a_blocking_save_shows_in_the_heartbeat_while_it_runs(tmp_path: Path) ->
             assert beat().saving == during.saving, "the inner block is the outer save"
     assert during.saving is not None
     assert during.saving.step == 20
-    assert beat().saving is None, "cleared once the save is done"
+    after = beat()
+    assert after.saving is None, "cleared once the save is done"
+    assert after.saved_at is not None, "the save's end goes out at once"
+    assert after.saved_at >= during.saving.since, "the hang timeout counts again from it"
     reporter.saved(12.3456)
     reporter.report(21, loss=0.4)
     assert beat().save_seconds == 12.346, "the last save's time goes out with the next report"

@@ -94,6 +94,7 @@ class Reporter:
         self.checkpoint_ref: dict[str, Any] | None = None
         self.checkpoint_error: dict[str, Any] | None = None
         self.saving_now: dict[str, Any] | None = None
+        self.saved_at: str | None = None
         self.save_seconds: float | None = None
         self._beat: dict[str, Any] | None = None
         """The heartbeat last written (global rank 0 only)."""
@@ -164,6 +165,7 @@ class Reporter:
             "checkpoint": self.checkpoint_ref,
             "checkpointError": self.checkpoint_error,
             "saving": self.saving_now,
+            "savedAt": self.saved_at,
             "saveSeconds": self.save_seconds,
             **(extra or {}),
         }
@@ -213,6 +215,9 @@ class Reporter:
         try:
             yield
         finally:
+            self.saved_at = _now()
+            if self._beat is not None:
+                self._beat["savedAt"] = self.saved_at
             self._set_saving(None)
 
     def saved(self, seconds: float) -> None:

@@ -117,6 +117,11 @@ class Heartbeat(KubeModel):
     saving: SaveInProgress | None = None
     """A save blocking training now; absent otherwise."""
 
+    saved_at: datetime | None = None
+    """When the last blocking save ended (the program's clock). The step stood still through the
+    save, so the hang timeout counts again from here: the program's exit after its final save,
+    or its next step, gets the whole timeout, not what the save left of it."""
+
     save_seconds: Annotated[float | None, Field(ge=0)] = None
     """How long the program's last save took, from its start to its commit (an async save's
     upload included): what the next blocking save is expected to take."""

@@ -179,3 +179,19 @@ def test_a_save_reported_by_an_older_epoch_allows_nothing() -> None:
     j, _ = step(j, stale, at(23))
     assert j.status is not None
     assert j.status.epoch == 2
+
+
+def test_the_hang_timeout_counts_again_from_a_saves_end() -> None:
+    """A final save of 87 s ends at 100 s: the step stood still for 88 s, but the program's exit
+    after it (a process group's teardown on a busy machine) gets the whole timeout from the save's
+    end, not a hang at once (what CI saw: Hang, Restart, Recovered, Succeeded)."""
+    j = launched(job(failurePolicy={"hangTimeoutSeconds": 10}))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5)), at(12))
+    saved = Observed(pods=tuple(pods(1, 4)), heartbeat=beat(1, 5, saved_at=at(100)))
+    j, plan = step(j, saved, at(101))
+    assert j.status is not None
+    assert (j.status.epoch, events(plan)) == (1, []), "the save ended 1 s ago"
+    assert plan.requeue_after == 9, "looked at again when the timeout from the save's end ends"
+    j, plan = step(j, saved, at(111))
+    assert j.status is not None
+    assert j.status.epoch == 2, "still nothing 11 s after the save: a hang"

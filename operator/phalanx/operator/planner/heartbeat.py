@@ -134,10 +134,15 @@ def save_deadline(
 ) -> datetime | None:
     """When a blocking save the current epoch reports (`saving`) counts as hung: from its start,
     the longest of the hang timeout, `SAVE_FLOOR_SECONDS` and `SAVE_FACTOR` x the last save's
-    time. None while no save blocks. Why: the final save or one waiting for the previous upload
-    holds the step for as long as storage takes, which is no hang; a save that never ends is."""
-    if heartbeat is None or heartbeat.epoch != epoch or heartbeat.saving is None:
+    time; with no save blocking, the hang timeout from the last one's end (`savedAt`). Why: the
+    final save or one waiting for the previous upload holds the step for as long as storage
+    takes, which is no hang; a save that never ends is; and what follows a save (the program's
+    exit, its next step) gets a whole timeout, not what the save left of the step's."""
+    if heartbeat is None or heartbeat.epoch != epoch:
         return None
+    if heartbeat.saving is None:  # the timeout counts again from the last save's end
+        ended = heartbeat.saved_at
+        return None if ended is None else ended + timedelta(seconds=timeout_seconds)
     allowed = max(timeout_seconds, SAVE_FLOOR_SECONDS, SAVE_FACTOR * (heartbeat.save_seconds or 0))
     return heartbeat.saving.since + timedelta(seconds=allowed)
 
