@@ -29,6 +29,9 @@ def audit_args(workdir: Path) -> tuple[str, ...]:
     (workdir / "tokens.csv").write_text(f'{TOKEN},{AUDIT_USER},{AUDIT_USER},"system:masters"\n')
     (workdir / "audit-policy.yaml").write_text(
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
+        # kopf's patches of jobs with their answers: a refused one's cause is in its body
+        f"- level: RequestResponse\n  users: [{AUDIT_USER}]\n  verbs: [patch]\n"
+        "  resources: [{group: phalanx.dev, resources: [trainingjobs]}]\n"
         f"- level: Metadata\n  users: [{AUDIT_USER}]\n- level: None\n"
     )
     return (
@@ -86,7 +89,7 @@ def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
             answer = event.get("responseStatus") or {}
             by_code[answer.get("code", 0)] += 1
             if answer.get("code", 0) >= 400:  # which requests, and the API server's words
-                words = re.sub(r'"[^"]*"', '"…"', str(answer.get("message", "")))[:160]
+                words = re.sub(r'"[^"]*"', '"…"', _words(event, answer))[:240] + _sent(event)
                 refused[f"{what} {answer.get('code')}: {words}"] += 1  # names left out: by kind
     served.sort()
     return {
@@ -96,3 +99,18 @@ def requests_between(workdir: Path, start: float, end: float) -> dict[str, Any]:
         "p50": statistics.median(served) if served else 0.0,
         "p99": served[min(len(served) - 1, int(0.99 * len(served)))] if served else 0.0,
     }  # fmt: skip
+
+
+def _words(event: dict[str, Any], answer: dict[str, Any]) -> str:
+    """Why a request was refused: the Status in the response body where the policy logged it
+    (its causes name the field), else the audit's summary."""
+    body = event.get("responseObject") or {}
+    causes = (body.get("details") or {}).get("causes") or []
+    words = "; ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+    return words or str(body.get("message") or answer.get("message", ""))
+
+
+def _sent(event: dict[str, Any]) -> str:
+    """What a refused request sent, where the policy logged it (the shape, not the names)."""
+    sent = event.get("requestObject")
+    return f" (sent {json.dumps(sent, sort_keys=True)[:160]})" if sent else ""

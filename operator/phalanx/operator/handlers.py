@@ -34,6 +34,9 @@ JobKey = tuple[str, str]
 CONFLICT_RETRY_SECONDS = 0.2
 STALE_WAIT_SECONDS = 1.0
 ERROR_RETRY_SECONDS = 2.0
+FINALIZER = "phalanx.dev/operator"
+"""kopf's finalizer on every job (its daemons require one): the job's loop stops before the job
+goes."""
 
 
 class Reconciler:
@@ -41,7 +44,7 @@ class Reconciler:
 
     def __init__(
         self, executor: Executor, metrics: OperatorMetrics, config: PlannerConfig,
-        resync_seconds: float, podgroups_supported: bool, api_workers: int = 16,
+        resync_seconds: float, podgroups_supported: bool, api_workers: int = 64,
     ) -> None:  # fmt: skip
         self.executor = executor
         self.metrics = metrics
@@ -89,6 +92,10 @@ class Reconciler:
         version = raw["metadata"]["resourceVersion"]
         if self._stale_version.get(key) == version:
             return STALE_WAIT_SECONDS  # our last write has not reached the watch yet
+        if not _finalized(raw["metadata"]):
+            # kopf adds its finalizer as the loop starts: a status write from the version before
+            # that patch would only be refused (409). Its event wakes the loop.
+            return STALE_WAIT_SECONDS
         try:
             job = TrainingJob.from_stored(raw)
         except ValidationError as error:
@@ -149,7 +156,7 @@ def register(
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
-        settings.persistence.finalizer = "phalanx.dev/operator"
+        settings.persistence.finalizer = FINALIZER
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -206,6 +213,11 @@ def register(
                 await _wait(waker, stopped, delay)
         finally:
             reconciler.forget(key)
+
+
+def _finalized(meta: Mapping[str, Any]) -> bool:
+    """Whether kopf's finalizer is on the job, or the job is going anyway."""
+    return FINALIZER in (meta.get("finalizers") or ()) or bool(meta.get("deletionTimestamp"))
 
 
 async def _wait(waker: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:
