@@ -165,12 +165,24 @@ class KindCluster:
         run(["bash", KIND_SH, "net"])
         self.advertise_fake_gpus()
 
+    def operator_leader(self) -> str | None:
+        """The operator pod that acts: the holder of the replicas' leader Lease (the chart's
+        phalanx-operator-leader in phalanx-system)."""
+        try:
+            lease = k8s.CoordinationV1Api(self.api).read_namespaced_lease(
+                "phalanx-operator-leader", "phalanx-system"
+            )
+        except k8s.ApiException:
+            return None
+        return lease.spec.holder_identity if lease.spec else None
+
     def operator_metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        """The operator's /metrics through the API server's service proxy, by sample name and
-        labels (the chart's Service phalanx-operator-metrics in phalanx-system)."""
+        """The acting operator's /metrics through the API server's pod proxy, by sample name and
+        labels (the standby replica's have no jobs: not through the Service)."""
+        leader = self.operator_leader()
+        assert leader, "no operator holds the leader Lease"
         text = self.kubectl(
-            "get", "--raw",
-            "/api/v1/namespaces/phalanx-system/services/phalanx-operator-metrics:metrics/proxy/metrics",
+            "get", "--raw", f"/api/v1/namespaces/phalanx-system/pods/{leader}:8080/proxy/metrics",
         ).stdout  # fmt: skip
         return {
             (sample.name, frozenset(sample.labels.items())): sample.value

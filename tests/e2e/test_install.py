@@ -1,14 +1,16 @@
 """The chart on a real cluster: what it renders is valid for the API server, `helm test` passes,
-the operator has only the rights the chart gives it, it survives its own pod being deleted in the
-middle of a resize, and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by
+the operator has only the rights the chart gives it, its standby replica finishes a resize whose
+leader was killed, and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by
 design)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kubernetes import client as k8s
 
-from tests.e2e.cluster import REPO_ROOT, KindCluster, for_kind, run, wait_for
+from tests.e2e.cluster import REPO_ROOT, KindCluster, for_kind, record, run, wait_for
 from tests.e2e.conftest import RELEASE, VALUES
 from tests.e2e.jobs import training_job
 
@@ -52,22 +54,33 @@ def test_the_operator_cannot_read_secrets(kind: KindCluster, phalanx: str) -> No
     assert asked.stdout.strip() == "yes"  # the check above can tell yes from no
 
 
-def test_the_job_converges_when_the_operator_is_deleted_in_the_middle_of_a_resize(
+def test_the_standby_operator_finishes_a_resize_when_the_leader_is_killed(
     kind: KindCluster, phalanx: str, namespace: str
 ) -> None:
+    """The chart's two operator replicas: the leader's pod killed (grace 0) the moment a resize's
+    epoch is written leaves the resize half done; the standby takes the leader Lease once it
+    expires (leaseSeconds 10) and finishes it, with no duplicate pod."""
     kind.create_job(namespace, for_kind(training_job("resize", steps=300, nodes=(1, 3))))
     running = kind.wait_status(namespace, "resize", lambda s: s.get("phase") == "Running" and s.get("nodes") == 3,
                                "Running on 3 nodes", timeout=300)  # fmt: skip
-    kind.kubectl("scale", "tj/resize", "--replicas=2", "-n", namespace)
-    # The executor writes the new epoch to the status before it touches any pod: deleting the
-    # operator the moment the epoch moves leaves the resize half done.
-    kind.wait_status(namespace, "resize", lambda s: s.get("epoch", 0) > running["epoch"],
-                     "the resize to start", timeout=60)  # fmt: skip
+    leader = kind.operator_leader()
     operators = kind.core.list_namespaced_pod(
         phalanx, label_selector="app.kubernetes.io/component=operator"
     ).items
-    for pod in operators:
-        kind.core.delete_namespaced_pod(pod.metadata.name, phalanx, grace_period_seconds=0)
+    assert leader in {p.metadata.name for p in operators}, "the leader is one of the replicas"
+    assert len(operators) == 2, "the chart runs a standby replica"
+    kind.kubectl("scale", "tj/resize", "--replicas=2", "-n", namespace)
+    # The executor writes the new epoch to the status before it touches any pod: killing the
+    # leader the moment the epoch moves leaves the resize half done.
+    kind.wait_status(namespace, "resize", lambda s: s.get("epoch", 0) > running["epoch"],
+                     "the resize to start", timeout=60)  # fmt: skip
+    kind.core.delete_namespaced_pod(leader, phalanx, grace_period_seconds=0)
+    killed = time.time()
+    wait_for(lambda: kind.operator_leader() not in (None, leader), 120, "a standby to lead",
+             interval=0.2)  # fmt: skip
+    takeover_s = round(time.time() - killed, 1)
+    print(f"leader killed -> the standby leads: {takeover_s} s (leaseSeconds 10)")
+    record("operator-leader-killed", takeover_s=takeover_s, lease_seconds=10)
     done = kind.wait_status(
         namespace, "resize", lambda s: s.get("phase") == "Succeeded", "Succeeded", timeout=600
     )
@@ -125,7 +138,15 @@ def test_helm_uninstall_leaves_no_phalanx_pods_services_roles_or_leases(
             ]
         return found
 
+    def leader_lease_left() -> bool:  # the operator's, not the chart's: owned by its account
+        try:
+            leases.read_namespaced_lease("phalanx-operator-leader", phalanx)
+        except k8s.ApiException as error:
+            return bool(error.status != 404)
+        return True
+
     wait_for(lambda: not leftovers(), 120, "nothing of Phalanx left", interval=2)
+    wait_for(lambda: not leader_lease_left(), 60, "the operators' leader Lease gone", interval=1)
     crds = run(
         [
             kind.kubectl_bin,

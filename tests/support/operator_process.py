@@ -16,11 +16,15 @@ from tests.support.controlplane import ControlPlane
 
 @contextmanager
 def operator_process(
-    control_plane: ControlPlane, namespace: str, log: Path, metrics_port: int = 0
+    control_plane: ControlPlane,
+    namespace: str,
+    log: Path,
+    metrics_port: int = 0,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The operator watching `namespace`, its output appended to `log`; killed on exit.
 
-    `metrics_port` 0 serves no /metrics."""
+    `metrics_port` 0 serves no /metrics; `extra_env`: more settings (PHALANX_OPERATOR_*)."""
     env = {
         **os.environ,
         "PHALANX_OPERATOR_NAMESPACES": json.dumps([namespace]),
@@ -28,6 +32,7 @@ def operator_process(
         "PHALANX_OPERATOR_METRICS_PORT": str(metrics_port),
         "PHALANX_OPERATOR_LIVENESS_ENDPOINT": "",
         "PHALANX_OPERATOR_RESYNC_SECONDS": "5",
+        **(extra_env or {}),
     }
     with log.open("ab") as out:
         proc = subprocess.Popen(

@@ -50,7 +50,10 @@ def test_helm_unittest_suites_pass(helm: Helm) -> None:
     [
         ("foo=bar", "additional properties 'foo' not allowed"),
         ("operator.namespace=team-a", "additional properties 'namespace' not allowed"),
-        ("operator.replicas=2", "additional properties 'replicas' not allowed"),
+        (
+            "operator.leaderElection.leaseSecond=10",
+            "additional properties 'leaseSecond' not allowed",
+        ),
         ("api.service.nodePort=30080", "additional properties 'nodePort' not allowed"),
         ("operator.nccl.NCCL_IB_DISABLE=1", "got number, want string"),
     ],
@@ -128,7 +131,9 @@ def test_the_operator_defaults_in_the_chart_are_the_operators_own(
 ) -> None:
     """The chart's default values change nothing: it runs the operator as documented. But for
     agent injection, on by default in the chart: its image is the chart's own image reference,
-    which the operator's process cannot know (unset there: nothing injected)."""
+    which the operator's process cannot know (unset there: nothing injected); and leader
+    election, for the chart's replicas (a process started alone acts at once), with the pod's
+    name as its identity."""
     settings_env(
         monkeypatch,
         env_of(named(default_render, "Deployment", "phalanx-operator")),
@@ -140,9 +145,12 @@ def test_the_operator_defaults_in_the_chart_are_the_operators_own(
     injection = {
         "agent_image": "phalanx/controlplane:0.1.0",
         "agent_image_pull_policy": "IfNotPresent",
+        "leader_election": True,
+        "leader_owner": "phalanx-operator",
     }
     assert from_chart.model_dump(include=set(injection)) == injection
-    assert from_chart.model_copy(update=dict.fromkeys(injection)) == OperatorSettings()
+    unset = dict.fromkeys(injection) | {"leader_election": False}
+    assert from_chart.model_copy(update=unset) == OperatorSettings()
 
 
 def test_the_api_service_reads_every_setting_the_chart_sets(
@@ -212,12 +220,18 @@ def test_service_accounts_mount_no_token_unless_a_pod_asks(
     assert all(a["automountServiceAccountToken"] is False for a in accounts)
 
 
-def test_the_operator_is_a_single_replica_recreated_on_rollout(
-    default_render: list[Manifest],
+def test_the_operator_runs_a_standby_replica_and_without_leader_election_only_one(
+    default_render: list[Manifest], helm: Helm
 ) -> None:
     operator = named(default_render, "Deployment", "phalanx-operator")
-    assert operator["spec"]["replicas"] == 1
-    assert operator["spec"]["strategy"] == {"type": "Recreate"}
+    assert operator["spec"]["replicas"] == 2
+    assert operator["spec"]["strategy"] == {"type": "RollingUpdate"}
+    alone = named(
+        helm.render("operator.leaderElection.enabled=false", "operator.replicas=1"),
+        "Deployment", "phalanx-operator",
+    )  # fmt: skip
+    assert alone["spec"]["replicas"] == 1
+    assert alone["spec"]["strategy"] == {"type": "Recreate"}
     container = operator["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["phalanx-operator"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -247,6 +261,8 @@ def test_default_render_holds_the_crd_both_components_and_the_dashboard(
         ("CustomResourceDefinition", "trainingjobs.phalanx.dev"),
         ("Deployment", "phalanx-api"),
         ("Deployment", "phalanx-operator"),
+        ("Role", "phalanx-operator-leader"),  # the operator replicas' leader Lease
+        ("RoleBinding", "phalanx-operator-leader"),
         ("Secret", "phalanx-api-tls"),  # the API service's certificate (no cert-manager here)
         ("Service", "phalanx-api"),
         ("Service", "phalanx-operator-metrics"),

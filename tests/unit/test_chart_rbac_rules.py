@@ -40,7 +40,10 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
         "delete": "execute.py _delete_pods",
     },
     ("", "services"): {"create": "execute.py _ensure_children headless_service"},
-    ("", "serviceaccounts"): {"create": "execute.py _ensure_children service_account"},
+    ("", "serviceaccounts"): {
+        "create": "execute.py _ensure_children service_account",
+        "get": "leader.py LeaderElector._create: the leader Lease's owner (its own, by name)",
+    },
     ("", "events"): {"create": "execute.py _emit; kopf's post_event"},
     ("rbac.authorization.k8s.io", "roles"): {"create": "execute.py _ensure_children role"},
     ("rbac.authorization.k8s.io", "rolebindings"): {
@@ -133,7 +136,10 @@ def test_the_operator_holds_exactly_the_rights_its_code_uses(
     default_render: list[Manifest],
 ) -> None:
     roles = roles_of(default_render, "operator")
-    assert [r["kind"] for r in roles] == ["ClusterRole"]
+    assert [(r["kind"], r["metadata"]["name"]) for r in roles] == [
+        ("ClusterRole", "phalanx-operator"),
+        ("Role", "phalanx-operator-leader"),  # its leader Lease (leader.py), in phalanx-system
+    ]
     assert rights(roles) == expected(OPERATOR_RIGHTS)
 
 
@@ -144,7 +150,10 @@ def test_watching_namespaces_makes_roles_there_and_keeps_only_cluster_rights_clu
     roles = roles_of(manifests, "operator")
     cluster = [r for r in roles if r["kind"] == "ClusterRole"]
     namespaced = [r for r in roles if r["kind"] == "Role"]
-    assert sorted(r["metadata"]["namespace"] for r in namespaced) == ["team-a", "team-b"]
+    # and the leader Lease's Role in the release namespace, whatever the operator watches
+    assert sorted(r["metadata"]["namespace"] for r in namespaced) == [
+        "phalanx-system", "team-a", "team-b"
+    ]  # fmt: skip
     assert set(rights(cluster)) == {
         ("", "nodes"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -154,7 +163,9 @@ def test_watching_namespaces_makes_roles_there_and_keeps_only_cluster_rights_clu
         assert not {("", "nodes"), ("", "namespaces")} & set(rights([role]))
     assert rights(roles) == expected({**OPERATOR_RIGHTS, **OPERATOR_NAMESPACED_MODE_RIGHTS})
     bindings = of_kind(manifests, "RoleBinding")
-    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == [
+        "phalanx-system", "team-a", "team-b"
+    ]  # fmt: skip
     for binding in bindings:
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "phalanx-operator", "namespace": "phalanx-system"}

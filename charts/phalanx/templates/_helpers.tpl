@@ -193,3 +193,8 @@ cluster serves cert-manager.io/v1), else "generated" (by the chart, kept across 
 {{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" -}}
 {{- concat $names .Values.api.tls.dnsNames | uniq | toJson -}}
 {{- end }}
+
+{{/* The operator replicas' leader Lease, in the release namespace (operator/leader.py). */}}
+{{- define "phalanx.operator.leaderLease" -}}
+{{- printf "%s-leader" (include "phalanx.componentName" (dict "ctx" . "component" "operator")) }}
+{{- end }}

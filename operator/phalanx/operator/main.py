@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import sys
 import threading
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import kopf
+from aiohttp import web
+from kubernetes import client as k8s
 from prometheus_client import start_http_server
 
 from phalanx.operator import kube
 from phalanx.operator.builder.children import PODGROUP_GROUP
 from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler, register
+from phalanx.operator.leader import LeaderElector, own_namespace
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.settings import OperatorSettings
 
 log = logging.getLogger("phalanx.operator")
+STOP_POLL_SECONDS = 0.2
 
 
 async def serve(
@@ -25,11 +34,50 @@ async def serve(
     metrics: OperatorMetrics | None = None,
     stop_flag: Any = None,
     ready_flag: Any = None,
-) -> None:
-    """Run the operator until `stop_flag` is set (or forever)."""
+) -> bool:
+    """Run the operator until `stop_flag` (a threading.Event) is set, or forever. With leader
+    election, only while this replica holds the leader Lease: False when it lost it."""
     metrics = metrics or OperatorMetrics()
     configuration = kube.load_configuration(settings.kubeconfig)
     client = kube.api_client(configuration)
+
+    def stopped() -> bool:
+        return stop_flag is not None and stop_flag.is_set()
+
+    elector = None
+    if settings.leader_election:
+        owner = settings.leader_owner
+        elector = LeaderElector(
+            k8s.CoordinationV1Api(client), settings.leader_namespace or own_namespace(),
+            settings.leader_lease, settings.leader_identity or socket.gethostname(),
+            settings.election_times(), (k8s.CoreV1Api(client), owner) if owner else None,
+        )  # fmt: skip
+        async with standby_health(settings.liveness_endpoint):
+            if not await elector.acquire(stopped):
+                client.close()  # type: ignore[no-untyped-call]
+                return True
+    metrics.leader.set(1)
+    # kopf stops when its task is cancelled: by the stop flag or a lost Lease (`_hold`). Not a
+    # kopf stop flag: after a SIGTERM, kopf waits 5 s for the waiter of a flag nobody sets.
+    operate = asyncio.create_task(_operate(settings, metrics, client, configuration, ready_flag))
+    held = asyncio.create_task(_hold(elector, lambda: stopped() or operate.done()))
+    held.add_done_callback(lambda _: operate.cancel())
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await operate
+    finally:
+        kept = await held
+        metrics.leader.set(0)
+        if elector is not None and kept:
+            await asyncio.to_thread(elector.release)
+        client.close()  # type: ignore[no-untyped-call]
+    return kept
+
+
+async def _operate(
+    settings: OperatorSettings, metrics: OperatorMetrics, client: k8s.ApiClient,
+    configuration: k8s.Configuration, ready_flag: Any,
+) -> None:  # fmt: skip
     executor = Executor(client, settings.build_settings(), metrics)
     podgroups = await asyncio.to_thread(kube.has_api_group, client, PODGROUP_GROUP)
     reconciler = Reconciler(
@@ -45,12 +93,42 @@ async def serve(
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             liveness_endpoint=settings.liveness_endpoint or None,
-            stop_flag=stop_flag,
             ready_flag=ready_flag,
         )
     finally:
         reconciler.close()
-        client.close()  # type: ignore[no-untyped-call]
+
+
+async def _hold(elector: LeaderElector | None, done: Callable[[], bool]) -> bool:
+    """Until `done()` (True) or, with an elector, the Lease is lost (False)."""
+    if elector is not None:
+        return await elector.hold(done)
+    while not done():
+        await asyncio.sleep(STOP_POLL_SECONDS)
+    return True
+
+
+@contextlib.asynccontextmanager
+async def standby_health(endpoint: str | None) -> AsyncIterator[None]:
+    """While a replica stands by, its liveness endpoint answers: it is healthy, only not acting
+    (kopf serves the endpoint once it runs)."""
+    if not endpoint:
+        yield
+        return
+    url = urllib.parse.urlsplit(endpoint)
+
+    async def healthy(_: web.Request) -> web.Response:
+        return web.json_response({"standby": True})
+
+    app = web.Application()
+    app.router.add_get(url.path or "/", healthy)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, url.hostname, url.port).start()
+    try:
+        yield
+    finally:
+        await runner.cleanup()
 
 
 def main() -> None:
@@ -61,7 +139,10 @@ def main() -> None:
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=metrics.registry)
         log.info("metrics on :%d/metrics", settings.metrics_port)
-    asyncio.run(serve(settings, metrics))
+    if not asyncio.run(serve(settings, metrics)):
+        # Another replica acts now: a fresh start stands by behind it (client-go's controllers
+        # exit likewise).
+        sys.exit("phalanx-operator: lost the leader Lease; exiting to stand by again")
 
 
 def run_in_thread(

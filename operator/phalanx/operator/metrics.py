@@ -56,6 +56,11 @@ class OperatorMetrics:
         self._jobs = _JobsByPhase()
         self.registry.register(self._jobs)
         labels = ["namespace", "job"]
+        self.leader = Gauge(
+            "phalanx_operator_leader",
+            "1 while this replica holds the leader Lease and acts; 0 while it stands by",
+            registry=self.registry,
+        )
         self.restarts = Counter(
             "phalanx_restarts", "Gang restarts by failure class", [*labels, "class"],
             registry=self.registry,

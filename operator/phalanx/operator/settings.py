@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from phalanx.operator.builder import BuildSettings
+from phalanx.operator.leader import ElectionTimes
 from phalanx.operator.planner import PlannerConfig
 
 
@@ -66,6 +67,29 @@ class OperatorSettings(BaseSettings):
     reconciles queued long enough (plans 30 s stale) to create 116 pods twice (409s); 64 none,
     and the pods were all created 14 % sooner (bench/controlplane.py)."""
 
+    leader_election: bool = False
+    """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the
+    chart turns it on. Off: this operator acts at once and alone (the local backend, tests)."""
+
+    leader_lease: str = "phalanx-operator-leader"
+    """Name of the leader Lease, in `leader_namespace`."""
+
+    leader_namespace: str | None = None
+    """Namespace of the leader Lease; unset: the pod's own (POD_NAMESPACE, else the service
+    account's), else `default`."""
+
+    leader_identity: str | None = None
+    """This candidate's name in the Lease; unset: the host name (the pod's name)."""
+
+    leader_owner: str | None = None
+    """A ServiceAccount in the Lease's namespace that owns the leader Lease, so that deleting it
+    deletes the Lease (the chart names the operator's own: `helm uninstall` leaves no Lease)."""
+
+    leader_lease_seconds: Annotated[float, Field(ge=2, le=300)] = 10.0
+    """A leader unheard of this long is replaced: the takeover time after a crash (a clean stop
+    hands over at once). It renews every second and stops acting when it could not for 70 % of
+    this."""
+
     standby_command: list[str] = Field(default_factory=lambda: ["sleep", "infinity"])
     """Command of standby pods, which hold capacity for growing back."""
 
@@ -85,6 +109,10 @@ class OperatorSettings(BaseSettings):
             agent_image=self.agent_image,
             agent_image_pull_policy=self.agent_image_pull_policy,
         )
+
+    def election_times(self) -> ElectionTimes:
+        lease = self.leader_lease_seconds
+        return ElectionTimes(lease=lease, renew_deadline=0.7 * lease, retry=min(1.0, lease / 5))
 
     def planner_config(self) -> PlannerConfig:
         return PlannerConfig(
