@@ -120,6 +120,28 @@ fi
 _THROTTLED: list[tuple[str, str]] = []
 
 
+_POD_FREEZE = r"""
+uid=$1; state=$2
+for root in /sys/fs/cgroup/freezer /sys/fs/cgroup; do
+  found=$(find "$root" -maxdepth 6 -type d \( -name "*pod$uid*" -o -name "*pod$(echo "$uid" | tr - _)*" \) \
+          2>/dev/null | awk '{ print length, $0 }' | sort -n | head -1 | cut -d' ' -f2-)
+  [ -n "$found" ] && break
+done
+[ -n "$found" ] || { echo "no cgroup for pod $uid" >&2; exit 1; }
+if [ -f "$found/freezer.state" ]; then echo "$state" > "$found/freezer.state"
+elif [ "$state" = FROZEN ]; then echo 1 > "$found/cgroup.freeze"; else echo 0 > "$found/cgroup.freeze"; fi
+"""
+
+
+def freeze_pod(pod: k8s.V1Pod, frozen: bool = True) -> None:
+    """Every process of the pod stopped (`frozen`) or going again, through its cgroup's freezer
+    (v1 or v2), as on a paused VM or a machine stalled for a while: nothing ends, no signal is
+    seen, the pod stays Running."""
+    node, uid = str(pod.spec.node_name), str(pod.metadata.uid)
+    state = "FROZEN" if frozen else "THAWED"
+    run(["docker", "exec", node, "sh", "-c", _POD_FREEZE, "freeze", uid, state])
+
+
 def throttle_pod(pod: k8s.V1Pod, cpus: float) -> None:
     """The pod's CPU quota (its cgroup's CFS bandwidth, as a CPU limit sets it) cut to `cpus`,
     until `release_stalls`: every process of the pod, its agent too, runs at most that share,

@@ -1,6 +1,6 @@
 """The chart on a real cluster: what it renders is valid for the API server, `helm test` passes,
 the operator has only the rights the chart gives it, its standby replica finishes a resize whose
-leader was killed, and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by
+leader froze, and `helm uninstall` leaves nothing of Phalanx behind (the CRD stays, by
 design)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from tests.e2e.cluster import REPO_ROOT, KindCluster, for_kind, record, run, wait_for
 from tests.e2e.conftest import RELEASE, VALUES
+from tests.e2e.faults import freeze_pod
 from tests.e2e.jobs import training_job
 
 
@@ -57,9 +58,11 @@ def test_the_operator_cannot_read_secrets(kind: KindCluster, phalanx: str) -> No
 def test_the_standby_operator_finishes_a_resize_when_the_leader_is_killed(
     kind: KindCluster, phalanx: str, namespace: str
 ) -> None:
-    """The chart's two operator replicas: the leader's pod killed (grace 0) the moment a resize's
-    epoch is written leaves the resize half done; the standby takes the leader Lease once it
-    expires (leaseSeconds 10) and finishes it, with no duplicate pod."""
+    """The chart's two operator replicas. The leader deleted the moment a resize's epoch is
+    written would hand over at once (it releases the Lease on SIGTERM); frozen instead (its
+    cgroup's freezer: a stalled machine, which renews nothing and says nothing), it leaves the
+    resize half done. The standby takes the Lease once it expires (leaseSeconds 10) and finishes
+    the resize, with no duplicate pod; thawed, the old leader acts no more and restarts."""
     kind.create_job(namespace, for_kind(training_job("resize", steps=300, nodes=(1, 3))))
     running = kind.wait_status(namespace, "resize", lambda s: s.get("phase") == "Running" and s.get("nodes") == 3,
                                "Running on 3 nodes", timeout=300)  # fmt: skip
@@ -70,17 +73,23 @@ def test_the_standby_operator_finishes_a_resize_when_the_leader_is_killed(
     assert leader in {p.metadata.name for p in operators}, "the leader is one of the replicas"
     assert len(operators) == 2, "the chart runs a standby replica"
     kind.kubectl("scale", "tj/resize", "--replicas=2", "-n", namespace)
-    # The executor writes the new epoch to the status before it touches any pod: killing the
+    # The executor writes the new epoch to the status before it touches any pod: freezing the
     # leader the moment the epoch moves leaves the resize half done.
     kind.wait_status(namespace, "resize", lambda s: s.get("epoch", 0) > running["epoch"],
                      "the resize to start", timeout=60)  # fmt: skip
-    kind.core.delete_namespaced_pod(leader, phalanx, grace_period_seconds=0)
-    killed = time.time()
-    wait_for(lambda: kind.operator_leader() not in (None, leader), 120, "a standby to lead",
-             interval=0.2)  # fmt: skip
-    takeover_s = round(time.time() - killed, 1)
-    print(f"leader killed -> the standby leads: {takeover_s} s (leaseSeconds 10)")
-    record("operator-leader-killed", takeover_s=takeover_s, lease_seconds=10)
+    [leading] = [p for p in operators if p.metadata.name == leader]
+    freeze_pod(leading)
+    frozen = time.time()
+    try:
+        wait_for(lambda: kind.operator_leader() not in (None, leader), 120, "a standby to lead",
+                 interval=0.2)  # fmt: skip
+        takeover_s = round(time.time() - frozen, 1)
+    finally:
+        freeze_pod(leading, frozen=False)
+    print(f"leader frozen -> the standby leads: {takeover_s} s (leaseSeconds 10)")
+    record("operator-leader-frozen", takeover_s=takeover_s, lease_seconds=10)
+    wait_for(lambda: _restarts(kind, phalanx, leader) > 0, 120,
+             "the thawed leader to exit and stand by anew")  # fmt: skip
     done = kind.wait_status(
         namespace, "resize", lambda s: s.get("phase") == "Succeeded", "Succeeded", timeout=600
     )
@@ -101,6 +110,11 @@ def test_the_standby_operator_finishes_a_resize_when_the_leader_is_killed(
         or p.metadata.name in carried
     ]
     assert len(last) == 2, ([p.metadata.name for p in pods], carried)
+
+
+def _restarts(kind: KindCluster, namespace: str, pod: str) -> int:
+    statuses = kind.core.read_namespaced_pod(pod, namespace).status.container_statuses or []
+    return sum(s.restart_count for s in statuses)
 
 
 @pytest.mark.last

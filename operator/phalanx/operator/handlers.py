@@ -39,18 +39,26 @@ FINALIZER = "phalanx.dev/operator"
 goes."""
 
 
+class NotLeadingError(Exception):
+    """This replica may not act now (its leader Lease is past its renew deadline)."""
+
+
 class Reconciler:
     """Per-operator state shared by the handlers: wakers, the executor, metrics, config."""
 
     def __init__(
         self, executor: Executor, metrics: OperatorMetrics, config: PlannerConfig,
         resync_seconds: float, podgroups_supported: bool, api_workers: int = 64,
+        may_act: Callable[[], bool] = lambda: True,
     ) -> None:  # fmt: skip
         self.executor = executor
         self.metrics = metrics
         self.config = config
         self.resync_seconds = resync_seconds
         self.podgroups_supported = podgroups_supported
+        self.may_act = may_act
+        """False while this replica is not sure it leads (leader.py `leading`): no plan is
+        carried out."""
         self._wakers: dict[JobKey, asyncio.Event] = {}
         # API calls block; they run on their own pool so that many jobs' reconciles overlap.
         self._pool = ThreadPoolExecutor(api_workers, thread_name_prefix="phalanx-api")
@@ -123,6 +131,8 @@ class Reconciler:
         def execute() -> Applied:
             began = time.perf_counter()
             self.metrics.reconcile_part.labels("wait").observe(began - planned)
+            if not self.may_act():
+                raise NotLeadingError()
             try:
                 return executor.apply(decided, now)
             finally:
@@ -132,6 +142,9 @@ class Reconciler:
             applied = await asyncio.get_running_loop().run_in_executor(self._pool, execute)
         except StatusConflictError:
             return CONFLICT_RETRY_SECONDS
+        except NotLeadingError:
+            log.warning("not carrying out the plan of %s/%s: the leader Lease is not renewed", *key)
+            return STALE_WAIT_SECONDS
         finally:
             self.metrics.reconcile.observe(time.perf_counter() - started)
         written = applied.written

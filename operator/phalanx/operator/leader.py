@@ -68,6 +68,14 @@ class LeaderElector:
     (helm uninstall) deletes the Lease; while it is missing, no Lease is created."""
     _observed: tuple[Any, ...] | None = None
     _observed_at: float = 0.0
+    _renewed: float | None = None
+
+    def leading(self) -> bool:
+        """Whether this replica may act now: it renewed the Lease within the renew deadline, on
+        the monotonic clock. A process that was frozen (a stopped VM, a long pause) comes back
+        past it and writes nothing before its renewal loop finds out who leads now."""
+        renewed = self._renewed
+        return renewed is not None and time.monotonic() - renewed < self.times.renew_deadline
 
     async def acquire(self, stopped: Callable[[], bool]) -> bool:
         """Wait until this candidate holds the Lease (True), or `stopped()` says so (False)."""
@@ -75,6 +83,7 @@ class LeaderElector:
         while not stopped():
             holder = await asyncio.to_thread(self._try)
             if holder == self.identity:
+                self._renewed = time.monotonic()
                 log.info(
                     "leader election: %s leads (Lease %s/%s)", holder, self.namespace, self.name
                 )
@@ -88,17 +97,17 @@ class LeaderElector:
     async def hold(self, stopped: Callable[[], bool]) -> bool:
         """Renew the Lease until `stopped()` (True) or a renewal failed for the renew deadline
         (False: leadership is lost, and whoever holds it acts from now on)."""
-        renewed = time.monotonic()
         while not stopped():
             await asyncio.sleep(self.times.retry)
+            began = time.monotonic()
             try:
                 held = await asyncio.to_thread(self._try) == self.identity
             except Exception as error:  # an API server away: retried until the deadline
                 log.warning("leader election: renewing failed: %s", error)
                 held = False
             if held:
-                renewed = time.monotonic()
-            elif time.monotonic() - renewed >= self.times.renew_deadline:
+                self._renewed = began  # valid from when the renewal was sent
+            elif not self.leading():
                 log.error("leader election: %s lost the Lease", self.identity)
                 return False
         return True

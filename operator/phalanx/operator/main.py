@@ -59,7 +59,10 @@ async def serve(
     metrics.leader.set(1)
     # kopf stops when its task is cancelled: by the stop flag or a lost Lease (`_hold`). Not a
     # kopf stop flag: after a SIGTERM, kopf waits 5 s for the waiter of a flag nobody sets.
-    operate = asyncio.create_task(_operate(settings, metrics, client, configuration, ready_flag))
+    may_act = elector.leading if elector is not None else (lambda: True)
+    operate = asyncio.create_task(
+        _operate(settings, metrics, client, configuration, ready_flag, may_act)
+    )
     held = asyncio.create_task(_hold(elector, lambda: stopped() or operate.done()))
     held.add_done_callback(lambda _: operate.cancel())
     try:
@@ -76,13 +79,13 @@ async def serve(
 
 async def _operate(
     settings: OperatorSettings, metrics: OperatorMetrics, client: k8s.ApiClient,
-    configuration: k8s.Configuration, ready_flag: Any,
+    configuration: k8s.Configuration, ready_flag: Any, may_act: Callable[[], bool],
 ) -> None:  # fmt: skip
     executor = Executor(client, settings.build_settings(), metrics)
     podgroups = await asyncio.to_thread(kube.has_api_group, client, PODGROUP_GROUP)
     reconciler = Reconciler(
         executor, metrics, settings.planner_config(), settings.resync_seconds, podgroups,
-        settings.api_workers,
+        settings.api_workers, may_act,
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
     register(registry, reconciler, lambda: kube.connection_info(configuration))

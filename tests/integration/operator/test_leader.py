@@ -1,7 +1,8 @@
 """Two operator replicas with leader election: one acts, the other stands by. The leader killed
 (SIGKILL) in the middle of a resize: the other takes the Lease once it expires and finishes the
 same epoch, with no duplicate pod and no epoch repeated or skipped. A leader stopped cleanly
-(SIGTERM, as in a rollout) releases the Lease, and the other takes it at once.
+(SIGTERM, as in a rollout) releases the Lease, and the other takes it at once. A leader frozen
+(SIGSTOP) is replaced, and woken it writes nothing and exits.
 
 The replicas are real processes (`python -m phalanx.operator`) against the real API server; the
 takeover times are printed, not asserted (figures belong to bench/; the Lease duration is 4 s
@@ -10,6 +11,7 @@ here, 10 s by default).
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -148,3 +150,62 @@ def test_a_leader_stopped_cleanly_hands_over_at_once(
     assert meta is not None
     [owner] = meta.owner_references or []
     assert (owner.kind, owner.name) == ("ServiceAccount", OWNER), "it goes with its owner"
+
+
+def test_a_frozen_leader_is_replaced_and_acts_no_more_when_it_wakes(
+    control_plane: ControlPlane,
+    kube_client: k8s.ApiClient,
+    namespace: str,
+    kubelet: FakeKubelet,
+    tmp_path: Path,
+) -> None:
+    """A leader that stops (SIGSTOP: a paused VM, a stalled machine) renews nothing: the standby
+    takes the Lease and resizes the job meanwhile. Woken, the old leader finds its renewal past
+    its deadline: it carries out no plan of what it saw before the pause, and exits."""
+    custom = k8s.CustomObjectsApi(kube_client)
+    leases = k8s.CoordinationV1Api(kube_client)
+
+    def status() -> dict[str, Any]:
+        job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "frozen")
+        return cast(dict[str, Any], cast(dict[str, Any], job).get("status") or {})
+
+    def holder() -> str | None:
+        spec = leases.read_namespaced_lease(LEASE, namespace).spec
+        return spec.holder_identity if spec else None
+
+    _owner(kube_client, namespace)
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, training_job("frozen")
+    )
+    log_a, log_b = tmp_path / "replica-a.log", tmp_path / "replica-b.log"
+    with operator_process(control_plane, namespace, log_a,
+                          extra_env=_election(namespace, "replica-a")) as a:  # fmt: skip
+        wait_until(lambda: "replica-a leads" in log_a.read_text(), 30, "replica-a to lead")
+        with operator_process(control_plane, namespace, log_b,
+                              extra_env=_election(namespace, "replica-b")):  # fmt: skip
+            wait_until(lambda: "stands by" in log_b.read_text(), 30, "replica-b to stand by")
+            kubelet.start_gang("frozen", 1, 4)
+            wait_until(lambda: status().get("phase") == "Running", 60, "Running", interval=0.2)
+            a.send_signal(signal.SIGSTOP)
+            try:
+                wait_until(lambda: holder() == "replica-b", 30, "replica-b to lead", interval=0.1)
+                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "frozen",
+                                                      {"spec": {"replicas": {"desired": 2}}})  # fmt: skip
+                wait_until(lambda: status().get("epoch") == 2, 30, "b to resize", interval=0.1)
+                pods = kubelet.start_gang("frozen", 2, 2)
+                wait_until(lambda: status().get("phase") == "Running", 60, "Running on 2",
+                           interval=0.2)  # fmt: skip
+            finally:
+                a.send_signal(signal.SIGCONT)
+            assert a.wait(timeout=30) == 1, "the woken leader exits, to stand by anew"
+            text = log_a.read_text()
+            assert "replica-a lost the Lease" in text
+            assert status()["epoch"] == 2
+    all_pods = (
+        k8s.CoreV1Api(kube_client)
+        .list_namespaced_pod(namespace, label_selector="phalanx.dev/job=frozen")
+        .items
+    )
+    assert {p.metadata.uid for p in all_pods} == {p.metadata.uid for p in pods.values()}, (
+        "the woken leader created or deleted pods"
+    )
