@@ -55,7 +55,7 @@ def test_the_operator_cannot_read_secrets(kind: KindCluster, phalanx: str) -> No
     assert asked.stdout.strip() == "yes"  # the check above can tell yes from no
 
 
-def test_the_standby_operator_finishes_a_resize_when_the_leader_is_killed(
+def test_the_standby_operator_finishes_a_resize_when_the_leader_freezes(
     kind: KindCluster, phalanx: str, namespace: str
 ) -> None:
     """The chart's two operator replicas. The leader deleted the moment a resize's epoch is
