@@ -96,19 +96,27 @@ def stall_worker(kind: KindCluster, pod: k8s.V1Pod, seconds: float = 300) -> Non
         raise AssertionError(f"no worker of {pod.metadata.name} could be stalled: {errors}")
 
 
-# Slow every process of a container but this one, as a CPU quota does to a whole machine: each
-# 0.1 s period they run for `share` of it and are stopped for the rest (SIGSTOP/SIGCONT), until
-# `seconds` pass or the container goes. Unlike a CFS quota, it slows work that sleeps in short
-# slices too (the reference trainer's emulated compute: phalanx.trainer.emulated).
-_POD_CGROUP = r"""
-uid=$1; cpus=$2
-for root in /sys/fs/cgroup/cpu /sys/fs/cgroup; do
+_FIND_POD_CGROUP = r"""
+found=
+for root in $roots; do
   found=$(find "$root" -maxdepth 6 -type d \( -name "*pod$uid*" -o -name "*pod$(echo "$uid" | tr - _)*" \) \
           2>/dev/null | awk '{ print length, $0 }' | sort -n | head -1 | cut -d' ' -f2-)
   [ -n "$found" ] && break
 done
 [ -n "$found" ] || { echo "no cgroup for pod $uid" >&2; exit 1; }
-if [ -f "$found/cpu.cfs_quota_us" ]; then
+"""
+"""The pod `$uid`'s cgroup directory in `$found`: the shallowest match under the first of
+`$roots` (a cgroup v1 controller's hierarchy, then v2's unified one) that has it."""
+
+
+# The pod's CPU quota (its cgroup's CFS bandwidth) set to `cpus`, or lifted (`max`): cgroup v1's
+# cpu.cfs_quota_us, else v2's cpu.max.
+_POD_CGROUP = (
+    r"""
+uid=$1; cpus=$2; roots="/sys/fs/cgroup/cpu /sys/fs/cgroup"
+"""
+    + _FIND_POD_CGROUP
+    + r"""if [ -f "$found/cpu.cfs_quota_us" ]; then
   period=$(cat "$found/cpu.cfs_period_us")
   if [ "$cpus" = max ]; then echo -1; else awk -v c="$cpus" -v p="$period" 'BEGIN { printf "%d", c * p }'; fi \
     > "$found/cpu.cfs_quota_us"
@@ -117,20 +125,19 @@ else
     > "$found/cpu.max"
 fi
 """
+)
 _THROTTLED: list[tuple[str, str]] = []
 
 
-_POD_FREEZE = r"""
-uid=$1; state=$2
-for root in /sys/fs/cgroup/freezer /sys/fs/cgroup; do
-  found=$(find "$root" -maxdepth 6 -type d \( -name "*pod$uid*" -o -name "*pod$(echo "$uid" | tr - _)*" \) \
-          2>/dev/null | awk '{ print length, $0 }' | sort -n | head -1 | cut -d' ' -f2-)
-  [ -n "$found" ] && break
-done
-[ -n "$found" ] || { echo "no cgroup for pod $uid" >&2; exit 1; }
-if [ -f "$found/freezer.state" ]; then echo "$state" > "$found/freezer.state"
+_POD_FREEZE = (
+    r"""
+uid=$1; state=$2; roots="/sys/fs/cgroup/freezer /sys/fs/cgroup"
+"""
+    + _FIND_POD_CGROUP
+    + r"""if [ -f "$found/freezer.state" ]; then echo "$state" > "$found/freezer.state"
 elif [ "$state" = FROZEN ]; then echo 1 > "$found/cgroup.freeze"; else echo 0 > "$found/cgroup.freeze"; fi
 """
+)
 
 
 def freeze_pod(pod: k8s.V1Pod, frozen: bool = True) -> None:

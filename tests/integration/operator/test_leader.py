@@ -11,6 +11,7 @@ here, 10 s by default).
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from pathlib import Path
@@ -44,6 +45,26 @@ def _owner(kube_client: k8s.ApiClient, namespace: str) -> None:
     k8s.CoreV1Api(kube_client).create_namespaced_service_account(namespace, account)
 
 
+def _status(kube_client: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    job = k8s.CustomObjectsApi(kube_client).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return cast(dict[str, Any], cast(dict[str, Any], job).get("status") or {})
+
+
+def _lease(kube_client: k8s.ApiClient, namespace: str) -> k8s.V1LeaseSpec | None:
+    """The leader Lease's spec (None: no Lease yet)."""
+    try:
+        return k8s.CoordinationV1Api(kube_client).read_namespaced_lease(LEASE, namespace).spec
+    except k8s.ApiException:
+        return None
+
+
+def _holder(kube_client: k8s.ApiClient, namespace: str) -> str | None:
+    spec = _lease(kube_client, namespace)
+    return spec.holder_identity if spec else None
+
+
 def test_the_standby_replica_finishes_a_resize_when_the_leader_is_killed(
     control_plane: ControlPlane,
     kube_client: k8s.ApiClient,
@@ -52,18 +73,8 @@ def test_the_standby_replica_finishes_a_resize_when_the_leader_is_killed(
     tmp_path: Path,
 ) -> None:
     custom = k8s.CustomObjectsApi(kube_client)
-    leases = k8s.CoordinationV1Api(kube_client)
-
-    def status() -> dict[str, Any]:
-        job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "ha")
-        return cast(dict[str, Any], cast(dict[str, Any], job).get("status") or {})
-
-    def holder() -> str | None:
-        try:
-            spec = leases.read_namespaced_lease(LEASE, namespace).spec
-        except k8s.ApiException:
-            return None
-        return spec.holder_identity if spec else None
+    status = functools.partial(_status, kube_client, namespace, "ha")
+    holder = functools.partial(_holder, kube_client, namespace)
 
     _owner(kube_client, namespace)
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, training_job("ha"))
@@ -115,14 +126,10 @@ def test_a_leader_stopped_cleanly_hands_over_at_once(
     leases = k8s.CoordinationV1Api(kube_client)
 
     def lease() -> k8s.V1LeaseSpec | None:
-        try:
-            return leases.read_namespaced_lease(LEASE, namespace).spec
-        except k8s.ApiException:
-            return None
+        return _lease(kube_client, namespace)
 
     def held_by(identity: str) -> bool:
-        spec = lease()
-        return spec is not None and spec.holder_identity == identity
+        return _holder(kube_client, namespace) == identity
 
     _owner(kube_client, namespace)
     log = tmp_path / "operators.log"
@@ -163,15 +170,8 @@ def test_a_frozen_leader_is_replaced_and_acts_no_more_when_it_wakes(
     takes the Lease and resizes the job meanwhile. Woken, the old leader finds its renewal past
     its deadline: it carries out no plan of what it saw before the pause, and exits."""
     custom = k8s.CustomObjectsApi(kube_client)
-    leases = k8s.CoordinationV1Api(kube_client)
-
-    def status() -> dict[str, Any]:
-        job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "frozen")
-        return cast(dict[str, Any], cast(dict[str, Any], job).get("status") or {})
-
-    def holder() -> str | None:
-        spec = leases.read_namespaced_lease(LEASE, namespace).spec
-        return spec.holder_identity if spec else None
+    status = functools.partial(_status, kube_client, namespace, "frozen")
+    holder = functools.partial(_holder, kube_client, namespace)
 
     _owner(kube_client, namespace)
     custom.create_namespaced_custom_object(
