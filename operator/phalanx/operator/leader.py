@@ -81,7 +81,11 @@ class LeaderElector:
         """Wait until this candidate holds the Lease (True), or `stopped()` says so (False)."""
         waiting_for = None
         while not stopped():
-            holder = await asyncio.to_thread(self._try)
+            try:
+                holder = await asyncio.to_thread(self._try)
+            except Exception as error:  # an API server not up yet: a candidate waits, not dies
+                log.warning("leader election: %s cannot reach the Lease: %s", self.identity, error)
+                holder = None
             if holder == self.identity:
                 self._renewed = time.monotonic()
                 log.info(
