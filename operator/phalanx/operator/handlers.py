@@ -178,9 +178,6 @@ def register(
     @kopf.index("pods", id="pods_by_job", labels={labels.JOB: kopf.PRESENT}, registry=registry)
     async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
         key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
-        reconciler.executor.seen(
-            key, {body.metadata.name or ""}
-        )  # what it created, the watch shows
         reconciler.poke(key)
         view = observe.pod_view(body)
         return {key: view} if view else {}
