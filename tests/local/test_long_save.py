@@ -43,4 +43,5 @@ def test_a_final_save_longer_than_the_hang_timeout_is_not_a_hang(tmp_path: Path)
     last_step = datetime.fromisoformat(summary["progress"]["updatedAt"].replace("Z", "+00:00"))
     [succeeded] = [e for e in summary["events"] if e["reason"] == "Succeeded"]
     ended = datetime.fromisoformat(succeeded["time"].replace("Z", "+00:00"))
-    assert (ended - last_step).total_seconds() >= SAVE_SECONDS, "the save did block that long"
+    # the last step's time is when the planner saw it, up to a poll after the step itself
+    assert (ended - last_step).total_seconds() >= SAVE_SECONDS - 2, "the save did block"

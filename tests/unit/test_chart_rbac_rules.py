@@ -40,10 +40,7 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
         "delete": "execute.py _delete_pods",
     },
     ("", "services"): {"create": "execute.py _ensure_children headless_service"},
-    ("", "serviceaccounts"): {
-        "create": "execute.py _ensure_children service_account",
-        "get": "leader.py LeaderElector._create: the leader Lease's owner (its own, by name)",
-    },
+    ("", "serviceaccounts"): {"create": "execute.py _ensure_children service_account"},
     ("", "events"): {"create": "execute.py _emit; kopf's post_event"},
     ("rbac.authorization.k8s.io", "roles"): {"create": "execute.py _ensure_children role"},
     ("rbac.authorization.k8s.io", "rolebindings"): {
@@ -72,6 +69,17 @@ OPERATOR_NAMESPACED_MODE_RIGHTS = {
     ("", "namespaces"): {
         "list": "kopf's namespace_observer (observation.py), not clusterwide",
         "watch": "kopf's namespace_observer (observation.py), not clusterwide",
+    },
+}
+# The replicas' leader Lease, in the release namespace (templates/operator/leader-election.yaml).
+LEADER_RIGHTS = {
+    ("coordination.k8s.io", "leases"): {
+        "create": "leader.py LeaderElector._create: the first replica makes the Lease",
+        "get": "leader.py LeaderElector._try: who holds it (by name)",
+        "update": "leader.py LeaderElector._try, release: take, renew, release (by name)",
+    },
+    ("", "serviceaccounts"): {
+        "get": "leader.py LeaderElector._create: the Lease's owner, its own (by name)",
     },
 }
 API_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
@@ -135,12 +143,16 @@ def test_rbac_has_no_wildcard_and_nothing_on_secrets(helm: Helm, values: tuple[s
 def test_the_operator_holds_exactly_the_rights_its_code_uses(
     default_render: list[Manifest],
 ) -> None:
-    roles = roles_of(default_render, "operator")
-    assert [(r["kind"], r["metadata"]["name"]) for r in roles] == [
-        ("ClusterRole", "phalanx-operator"),
-        ("Role", "phalanx-operator-leader"),  # its leader Lease (leader.py), in phalanx-system
-    ]
-    assert rights(roles) == expected(OPERATOR_RIGHTS)
+    cluster_role, leader_role = roles_of(default_render, "operator")
+    assert (cluster_role["kind"], cluster_role["metadata"]["name"]) == (
+        "ClusterRole", "phalanx-operator"
+    )  # fmt: skip
+    assert rights([cluster_role]) == expected(OPERATOR_RIGHTS)
+    # its replicas' leader Lease (leader.py), in phalanx-system, by name
+    assert (leader_role["kind"], leader_role["metadata"]["name"]) == (
+        "Role", "phalanx-operator-leader"
+    )  # fmt: skip
+    assert rights([leader_role]) == expected(LEADER_RIGHTS)
 
 
 def test_watching_namespaces_makes_roles_there_and_keeps_only_cluster_rights_cluster_wide(
@@ -161,7 +173,8 @@ def test_watching_namespaces_makes_roles_there_and_keeps_only_cluster_rights_clu
     }
     for role in namespaced:
         assert not {("", "nodes"), ("", "namespaces")} & set(rights([role]))
-    assert rights(roles) == expected({**OPERATOR_RIGHTS, **OPERATOR_NAMESPACED_MODE_RIGHTS})
+    watched = [r for r in roles if r["metadata"]["name"] != "phalanx-operator-leader"]
+    assert rights(watched) == expected({**OPERATOR_RIGHTS, **OPERATOR_NAMESPACED_MODE_RIGHTS})
     bindings = of_kind(manifests, "RoleBinding")
     assert sorted(b["metadata"]["namespace"] for b in bindings) == [
         "phalanx-system", "team-a", "team-b"
