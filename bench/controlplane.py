@@ -53,6 +53,7 @@ from bench import baselines, kwok
 from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
+from bench.report_format import PROFILED_CAVEAT
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import (
@@ -249,13 +250,14 @@ def _baseline_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
     """Each baseline's times beside Phalanx's, in the same run (Phalanx / baseline: below 1 is
     faster), and its controller's requests and memory where measured."""
     rows = []
+    unlike = PROFILED_CAVEAT if "profile" in f else ""
     for b in f.get("baselines", []):
         created, running = f["all_created"] / b["all_created"], f["all_running"] / b["all_running"]
         rows.append(
             (
                 f"{b['system']} ({b['flags']}): apply -> all pods created / Running",
                 f"{b['all_created']:.1f} s / {b['all_running']:.1f} s; Phalanx takes "
-                f"{created:.2f}x / {running:.2f}x its time",
+                f"{created:.2f}x / {running:.2f}x its time{unlike}",
             )
         )
         cpu = ", ".join(f"{k} {v:.0f}" for k, v in b["cpu_seconds"].items())

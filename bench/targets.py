@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import stats
+from bench.report_format import PROFILED_CAVEAT
 from phalanx.operator.metrics import RECONCILE_BUCKETS
 
 Figures = dict[str, Any]
@@ -267,8 +268,9 @@ def _pods_created_vs(system: str, within: float) -> Checker:
         if last is None or theirs is None:
             return []
         ratio = last["all_created"] / theirs["all_created"]
+        unlike = PROFILED_CAVEAT if "profile" in last else ""
         return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
-                         f"({ratio:.2f}x) at {last['jobs']} jobs",
+                         f"({ratio:.2f}x) at {last['jobs']} jobs{unlike}",
                          _at_jobs(ratio <= within, last))]  # fmt: skip
 
     return check
