@@ -3,9 +3,10 @@
 Covers: a worker SIGKILLed restarts the gang with every pod carried over (no pod is recreated);
 a node lost with `spares: 1` is replaced by the warm spare, at full size, without a shrink; the
 spare pool refills when capacity returns; the restart after the worker kill resumes from the
-ranks' memory snapshots (every pod survived), the one after the lost node from a peer's snapshot
-(DDP: the state is replicated) or from storage (FSDP: the spare holds no shard); and through both, the loss trajectory matches an uninterrupted run within 1e-4 and
-every sample is used exactly once per data epoch.
+ranks' memory snapshots (every pod survived), the one after the lost node from a peer's memory
+(DDP: a survivor's copy of the replicated state; FSDP: the copy of the lost rank's shard its
+buddy kept), never from storage; and through both, the loss trajectory matches an
+uninterrupted run within 1e-4 and every sample is used exactly once per data epoch.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pytest
 from tests.support.gang import check_exactly_once, kept_trajectory, records
 from tests.support.local import event_reasons, manifest, phalanx
 
-STEPS = 300  # the faults strike at steps 45 and 120, capacity returns at step 150
-# 45, off the storage cadence (every 20): a memory snapshot then must beat storage to be used.
+STEPS = 300  # the faults strike at steps 45 and 125, capacity returns at step 150
+# 45 and 125, off the storage cadence (every 20): memory then must beat storage to be used.
 # A kill that lands while the killed rank still writes its snapshot leaves a sharded job's ranks
 # holding different newest steps; each also keeps the one before, so all resume from that
 # (memory.py), never from storage (CI once saw this test resume from step 40 when one slot was
@@ -44,7 +45,7 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
     workdir = tmp_path / "faulted"
     run = phalanx(
         "run", str(job), "--workdir", str(workdir), "-o", "json",
-        "--kill-rank", "1@step:45", "--kill-node-at", "step:120",
+        "--kill-rank", "1@step:45", "--kill-node-at", "step:125",
         "--capacity-schedule", "step:150=5",
     )  # fmt: skip
     assert run.code == 0, run.stderr[-4000:]
@@ -86,11 +87,10 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
         f"epoch 1 trained to step {trained(1)}: memory snapshots (every step) lose at most the "
         f"step in flight, but it resumed from {after_kill['from']}"
     )
-    if sharding == "ddp":  # replicated: the spare gets a survivor's snapshot from that peer
-        assert after_loss["source"] in ("peer", "storage"), after_loss  # storage if as new
-        assert trained(2) - after_loss["from"] <= 2, (trained(2), after_loss)
-    else:  # the spare holds no shard of its own: every rank loads from storage
-        assert after_loss["source"] == "storage", after_loss
+    # The spare took the lost node's rank with nothing in its memory: DDP gets the state from a
+    # survivor's memory, FSDP the lost rank's shard from the copy its buddy kept (memory.py).
+    assert after_loss["source"] == "peer", after_loss
+    assert trained(2) - after_loss["from"] <= 2, (trained(2), after_loss)
 
     expected, expected_samples = kept_trajectory(tmp_path / "reference")
     losses, samples = kept_trajectory(workdir)

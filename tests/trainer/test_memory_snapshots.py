@@ -1,7 +1,8 @@
 """Memory snapshots on one rank (no process group): whole or absent, a copy of the step they were
 taken at (the state may change once `wait_staged` returns), loaded only when not older than
-storage and when they fit the live state, and off when asked. The multi-rank agreement runs
-for real in tests/local/test_inplace.py."""
+storage and when they fit the live state, and off when asked. A pod holds one copy of a
+replicated state for all its ranks. The multi-rank agreement runs in
+tests/trainer/test_memory_agreement.py and for real in tests/local/test_inplace.py."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def test_a_snapshot_restores_the_state_of_its_step(tmp_path: Path) -> None:
         taken.append(memory.maybe_save(step, live))
     memory.wait()
     assert taken == [False, True, False, True, False]
-    assert [p.name for p in tmp_path.iterdir()] == ["local-0.pt"], "one snapshot, no temporaries"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "local-0.0.bin", "local-0.0.meta", "local-0.1.bin", "local-0.1.meta",
+    ], "two slots (steps 2 and 4), no temporaries"  # fmt: skip
 
     fresh = Counter()
     assert memory.load(fresh, storage_step=0) == 4
@@ -75,13 +78,16 @@ def test_a_snapshot_that_does_not_fit_the_live_state_is_not_loaded(tmp_path: Pat
     assert torch.equal(other.weights, torch.zeros(4)), "nothing was half-loaded"
 
 
-def test_each_local_rank_has_its_own_and_none_means_storage(tmp_path: Path) -> None:
+def test_a_pod_holds_one_copy_of_a_replicated_state_for_all_its_ranks(tmp_path: Path) -> None:
     live = Counter()
     advance(live, 1)
     first = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0)
     first.maybe_save(1, live)
     first.wait()
-    assert MemorySnapshots(tmp_path, 1, local_rank=1).load(Counter(), None) is None
+    other = Counter()
+    assert MemorySnapshots(tmp_path, 1, local_rank=1).load(other, None) == 1
+    assert torch.equal(other.weights, torch.ones(4)), "local rank 1 read local rank 0's copy"
+    assert MemorySnapshots(tmp_path / "elsewhere", 1, local_rank=0).load(Counter(), None) is None
 
 
 def test_off_when_the_interval_is_zero_or_there_is_no_directory(tmp_path: Path) -> None:

@@ -1,116 +1,50 @@
 """Checkpoints in host memory: each rank's newest state, snapshotted every few steps into its
-pod's memory, so a restart whose ranks survived resumes from the last snapshot instead of the
-last checkpoint on storage, and redoes at most a few steps.
+pod's memory and a copy of each shard into a buddy pod's, so a restart resumes from the last
+snapshot instead of the last checkpoint on storage, and redoes at most a few steps.
 
-Why files in a memory directory: the workers are the processes that die; the pod and its agent
-outlive them. A file under /dev/shm (tmpfs; on a cluster the operator mounts a Memory emptyDir
-there) is host memory that survives a worker and goes with the pod, as a machine's memory goes
-with the machine. The agent names one directory per pod (PHALANX_CHECKPOINT_MEMORY_DIR) and
-removes it when it exits.
+Why a memory directory: the workers are the processes that die; the pod and its agent outlive
+them. A file under /dev/shm (tmpfs; on a cluster the operator mounts a Memory emptyDir there) is
+host memory that survives a worker and goes with the pod, as a machine's memory goes with the
+machine. The agent names one directory per pod (PHALANX_CHECKPOINT_MEMORY_DIR) and removes it
+when it exits.
 
-What is kept: each worker keeps its newest snapshot, `local-<local rank>.pt`, written by a
-background thread to a temporary name and renamed, so a snapshot is whole or absent. It holds the
-rank's own tensors (an FSDP or tensor-parallel shard is its local part), its rank and world size,
-the part of the model it covers (its pipeline stage; "model" without pipeline parallelism), and
-whether the state is replicated (no DTensor: DDP), which any rank holding the same part can load
-at any world size: with pipeline parallelism a peer replica of the same stage, never another
-stage. A sharded rank also keeps the snapshot before its newest (`local-<local rank>.prev.pt`):
-a kill that lands while one rank still writes step N leaves it holding N - 1 while its peers
-hold N, and without N - 1 on the peers no step would be common and every rank would fall back
-to storage (up to a whole checkpoint interval redone). A replicated state needs no second slot:
-a peer sends its newest. The cost is one more shard in host memory (three while a write is in
-flight), for sharded states only.
+What a snapshot costs the training thread: the state dict, its structure pickled (small), and
+the start of a background job; the copy of the tensors into preallocated slots (`arena`: a
+mapped file, pinned on a GPU, one `_foreach_copy_` that releases the GIL) runs beside the next
+step's forward and backward passes, which the next optimizer step waits for (`wait_staged`).
 
-How it gets to host memory: as a checkpoint does (`devices.stager`): a background copy into
-host buffers reused from one snapshot to the next (pinned, by non-blocking copies on a stream of
-their own on a GPU), which the next optimizer step waits for (`wait_staged`), then `torch.save`
-in the writer thread.
+What is kept, two slots per rank (the newest whole snapshot survives a kill during the next):
+- sharded (FSDP, tensor parallel): each rank its own shard, and a copy of its buddy's (the rank
+  at its place in the previous pod) sent by the background job after the copy, so the ranks of
+  a lost node load from a peer's memory (Gemini's and HyperPod's idea);
+- replicated (DDP): the ranks of a pod holding the same part each write one piece, so the pod
+  holds one copy of the state, not one per rank; every other pod holds one too, so a lost pod's
+  replacement gets it from a peer, and no buddy copy is needed.
 
-When it is used: every rank of the new epoch says which snapshot steps it can load (its own
-layout, or a replicated one). When the newest step every rank holds is not older than the newest
-valid checkpoint on storage, each loads its own snapshot of that step. When some have none (a
-replacement pod, a hot spare) but the state is replicated (DDP) and the newest snapshot any rank
-holds is newer than storage, for each part the lowest rank holding it sends it to the ranks of
-that part (a peer's memory instead of storage, as DLRover does); if some part has no holder,
-all load from storage. Otherwise (a resized sharded job, a rank with nothing) all load from
-storage, so no rank ever resumes from a step its peers do not.
+When it is used: `peers.decide`, over what every rank of the new epoch offers: the newest step
+not older than storage's newest valid checkpoint whose every needed unit is held somewhere.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
+import socket
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.staging import DefaultStager
-from torch.distributed.tensor import DTensor
 
-from phalanx.resume import devices
+from phalanx.resume import arena, devices, peers, wire
+from phalanx.resume.arena import Header, Slot, Unit
 from phalanx.resume.collectives import all_ok
+from phalanx.resume.statedict import has_shards, local_view, restore_into
 
 log = logging.getLogger(__name__)
-
-View = tuple[list[int], bool, str]
-"""What a rank tells its peers at load: the snapshot steps it holds (newest first), whether its
-live state is replicated, and its part of the model."""
-
-
-def local_view(value: Any) -> Any:
-    """The state dict with every DTensor replaced by its local part (a view: nothing is copied)."""
-    if isinstance(value, dict):
-        return {key: local_view(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(local_view(item) for item in value)
-    if isinstance(value, DTensor):
-        return value.to_local()
-    return value
-
-
-def has_shards(value: Any) -> bool:
-    """Any DTensor in the state: it is sharded (FSDP, tensor parallel), not replicated."""
-    if isinstance(value, dict):
-        return any(has_shards(item) for item in value.values())
-    if isinstance(value, list | tuple):
-        return any(has_shards(item) for item in value)
-    return isinstance(value, DTensor)
-
-
-def restore_into(current: Any, saved: Any) -> Any:
-    """`current` (the live state dict, whose tensors have the layout this rank needs) with the
-    saved values copied in. Everything is checked before anything is copied: a snapshot whose
-    structure or shapes differ raises ValueError and leaves the live state untouched."""
-    copies: list[tuple[torch.Tensor, torch.Tensor]] = []
-    merged = _pair(current, saved, "state", copies)
-    with torch.no_grad():
-        for target, source in copies:
-            target.copy_(source)
-    return merged
-
-
-def _pair(current: Any, saved: Any, where: str, copies: list[tuple[torch.Tensor, Any]]) -> Any:
-    if isinstance(current, dict):
-        if not isinstance(saved, dict) or set(saved) != set(current):
-            raise ValueError(f"{where}: the snapshot's keys differ")
-        return {key: _pair(current[key], saved[key], f"{where}.{key}", copies) for key in current}
-    if isinstance(current, list | tuple):
-        if not isinstance(saved, list | tuple) or len(saved) != len(current):
-            raise ValueError(f"{where}: the snapshot's length differs")
-        return type(current)(
-            _pair(c, s, f"{where}[{i}]", copies)
-            for i, (c, s) in enumerate(zip(current, saved, strict=True))
-        )
-    if isinstance(current, torch.Tensor):
-        local = current.to_local() if isinstance(current, DTensor) else current
-        if not isinstance(saved, torch.Tensor) or saved.shape != local.shape:
-            raise ValueError(f"{where}: the snapshot's shape differs")
-        copies.append((local, saved))
-        return current
-    return saved
 
 
 @dataclass
@@ -121,181 +55,257 @@ class MemorySnapshots:
     interval_steps: int
     local_rank: int
     process_group: dist.ProcessGroup | None = None
+    """A gloo group of its own (the buddy copies run on a background thread)."""
     part: str = "model"
     """The part of the model this rank holds (`parallel.Layout.part`)."""
     source: str | None = field(default=None, init=False)
-    """After `load`: "memory" (each rank its own snapshot), "peer" (sent by a peer), or None."""
-    _writer: threading.Thread | None = field(default=None, init=False)
+    """After `load`: "memory" (each rank from its pod), "peer" (some sent by a peer), or None."""
+    _roles: wire.Roles | None = field(default=None, init=False)
+    _job: Future[None] | None = field(default=None, init=False)
+    _copied: threading.Event | None = field(default=None, init=False)
     _error: BaseException | None = field(default=None, init=False)
-    _staged: Future[Any] | None = field(default=None, init=False)
-    _stager: DefaultStager | None = field(default=None, init=False)
+    _worker: ThreadPoolExecutor | None = field(default=None, init=False)
+    _stream: Any = field(default=None, init=False)
+    _slot_cache: dict[str, tuple[Slot, Slot]] = field(default_factory=dict, init=False)
 
     @property
     def enabled(self) -> bool:
         return self.directory is not None and self.interval_steps > 0
 
-    @property
-    def path(self) -> Path:
-        """The newest snapshot."""
-        assert self.directory is not None
-        return self.directory / f"local-{self.local_rank}.pt"
+    def own_slots(self) -> tuple[Slot, Slot]:
+        return self._slots(f"local-{self.local_rank}")
 
-    @property
-    def previous_path(self) -> Path:
-        """The snapshot before the newest (sharded states only)."""
-        return self.path.with_suffix(".prev.pt")
+    def kept_slots(self) -> tuple[Slot, Slot]:
+        """Where this rank keeps its buddy's shard."""
+        return self._slots(f"local-{self.local_rank}-keeps")
 
     def holds_any(self) -> bool:
-        """Whether this rank has a snapshot to offer (usable or not: `load` decides)."""
-        return self.enabled and (self.path.exists() or self.previous_path.exists())
+        """Whether this pod has a snapshot to offer (usable or not: `load` decides)."""
+        return self.enabled and any(self._directory.glob("*.meta"))
 
+    # taking snapshots -----------------------------------------------------------------------
     def maybe_save(self, step: int, stateful: Any) -> bool:
         """Snapshot `stateful.state_dict()` at `step` when the cadence says so; training goes on
-        while a background thread writes it. True if a snapshot was taken."""
+        while a background job copies it. True if a snapshot was taken."""
         if not self.enabled or step % self.interval_steps:
             return False
         self.wait()
         state = stateful.state_dict()
-        if self._stager is None:
-            self._stager = devices.stager()  # kept: its host buffers are reused
+        replicated = not has_shards(state)
+        skeleton, tensors = arena.flatten(local_view(state))
+        roles = self._roles = self._roles or self._assign()
+        rank, world = _rank_and_world()
+        if replicated:
+            first, end = arena.pieces(tensors, roles.pieces)[roles.piece]
+            unit = Unit(step, self.part, "piece", roles.piece, roles.pieces)
+        else:
+            first, end = 0, len(tensors)
+            unit = Unit(step, self.part, "shard", rank, world)
+        entries, size = arena.layout(tensors[first:end])
+        header = Header(unit, pickle.dumps(skeleton), first, entries, size)
         devices.settle()
-        staged = self._stager.stage(local_view(state))
-        assert isinstance(staged, Future)  # the stager stages async
-        self._staged = staged
-        header = {
-            "step": step,
-            "rank": dist.get_rank() if dist.is_initialized() else 0,
-            "world": dist.get_world_size() if dist.is_initialized() else 1,
-            "part": self.part,
-            "replicated": not has_shards(state),
-        }
-        self._writer = threading.Thread(
-            target=self._write, args=(header, staged), name="memory-snapshot", daemon=True
+        self._copied = threading.Event()
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-snapshot")
+        self._job = self._worker.submit(
+            self._take, header, tensors[first:end], self._copied, not replicated
         )
-        self._writer.start()
         return True
 
-    def _write(self, header: dict[str, Any], staged: Future[Any]) -> None:
-        temporary = self.path.with_suffix(".tmp")
+    def _take(self, header: Header, tensors: list[torch.Tensor], copied: threading.Event,
+              keep_copy: bool) -> None:  # fmt: skip
+        """The background job: copy into the older slot, commit it, then the buddy copies."""
+        written: tuple[Header, torch.Tensor] | None = None
         try:
-            torch.save({**header, "state": staged.result()}, temporary)
-            if header["replicated"]:
-                self.previous_path.unlink(missing_ok=True)
-            elif self.path.exists():
-                self.path.replace(self.previous_path)
-            temporary.replace(self.path)
+            slot = _older(self.own_slots())
+            slot.invalidate()
+            buffer = slot.buffer(header.size)
+            self._copy(arena.views(buffer, header.entries), tensors)
+            copied.set()
+            slot.commit(header)
+            written = header, buffer
         except BaseException as error:  # a full tmpfs: storage checkpoints still work
             self._error = error
+        finally:
+            copied.set()
+        roles, group = self._roles, self._group
+        if keep_copy and roles is not None and group is not None:
+            try:
+                sent, data = written if written is not None else (None, None)
+                keep = _older(self.kept_slots()) if roles.keeps_for is not None else None
+                wire.exchange(roles, sent, data, keep, group)
+            except BaseException as error:
+                self._error = self._error or error
+
+    def _copy(self, targets: list[torch.Tensor], sources: list[torch.Tensor]) -> None:
+        if not sources:
+            return
+        if devices.device().type != "cuda":
+            torch._foreach_copy_(targets, sources)
+            return
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(devices.device())  # type: ignore[no-untyped-call]
+        with torch.cuda.stream(self._stream):
+            torch._foreach_copy_(targets, sources, non_blocking=True)
+        self._stream.synchronize()
 
     def wait_staged(self) -> None:
         """Block until an in-flight snapshot has copied the state (call before changing it); a
-        failed copy is the writer's to report."""
-        staged, self._staged = self._staged, None
-        if staged is not None:
-            staged.exception()
-
-    def close(self) -> None:
-        """Finish an in-flight snapshot and free the host buffers of staging."""
-        self.wait()
-        if self._stager is not None:
-            self._stager.close()
-            self._stager = None
+        failed copy is the job's to report."""
+        copied, self._copied = self._copied, None
+        if copied is not None:
+            copied.wait()
 
     def wait(self) -> None:
         """Let an in-flight snapshot finish; a failed one is logged, not fatal."""
-        self._staged = None
-        if self._writer is not None:
-            self._writer.join()
-            self._writer = None
+        self._copied = None
+        job, self._job = self._job, None
+        if job is not None:
+            job.result()
         if self._error is not None:
             log.warning("memory snapshot not written: %s", self._error)
             self._error = None
 
-    def _held(self) -> dict[int, tuple[Path, dict[str, Any]]]:
-        """This rank's snapshots that fit the current world (or are replicated), by step. They
-        are memory-mapped: only the one loaded is read whole."""
-        if not self.enabled:
-            return {}
-        rank = dist.get_rank() if dist.is_initialized() else 0
-        world = dist.get_world_size() if dist.is_initialized() else 1
-        held: dict[int, tuple[Path, dict[str, Any]]] = {}
-        for path in (self.path, self.previous_path):
-            if not path.exists():
-                continue
-            try:
-                snapshot: dict[str, Any] = torch.load(path, weights_only=False, mmap=True)
-            except Exception as error:
-                log.warning("memory snapshot %s unreadable: %s", path, error)
-                continue
-            if snapshot.get("part", "model") != self.part:
-                continue
-            if snapshot["replicated"] or (snapshot["rank"], snapshot["world"]) == (rank, world):
-                held.setdefault(int(snapshot["step"]), (path, snapshot))
-        return held
+    def close(self) -> None:
+        """Finish an in-flight snapshot and unmap the slots (their files stay in the pod)."""
+        self.wait()
+        if self._worker is not None:
+            self._worker.shutdown()
+            self._worker = None
+        if self.enabled:
+            for slot in (*self.own_slots(), *self.kept_slots()):
+                slot.release()
 
+    # loading --------------------------------------------------------------------------------
     def load(self, state: Any, storage_step: int | None) -> int | None:
-        """Load the newest snapshot every rank holds (or, for a replicated state, the newest one
-        a peer of the same part holds) when it is not older than `storage_step`, the newest
-        valid checkpoint on storage: its step, or None (load from storage)."""
+        """Load the step `peers.decide` picks (its units from this pod's memory or sent by the
+        peers that hold them) when it is not older than `storage_step`, the newest valid
+        checkpoint on storage: that step, or None (every rank loads from storage)."""
         self.source = None
-        held = {step: snapshot for step, (_, snapshot) in self._held().items()}
         live = state.state_dict()
-        views = self._gather((sorted(held, reverse=True), not has_shards(live), self.part))
-        floor = -1 if storage_step is None else storage_step
-        common = set.intersection(*(set(steps) for steps, _, _ in views))
-        own = max(common, default=-1)
-        newest = max((max(steps, default=-1) for steps, _, _ in views), default=-1)
-        replicated = all(r for _, r, _ in views)
-        if replicated and newest > max(own, floor):  # a peer holds a newer replicated state
-            holders: dict[str, int] = {}  # the lowest rank holding `newest`, for each part
-            for rank, (steps, _, part) in enumerate(views):
-                if newest in steps:
-                    holders.setdefault(part, rank)
-            if not {part for _, _, part in views} - set(holders):
-                snapshot = self._from_peers(holders, held.get(newest))
-                return self._restore(state, live, newest, snapshot, "peer")
-        if own < 0 or own < floor:
+        held = self._held()
+        rank, world = _rank_and_world()
+        offer = peers.Offer(rank, world, self.part, not has_shards(live), frozenset(held))
+        plan = peers.decide(self._gather(offer), -1 if storage_step is None else storage_step)
+        if plan is None:
             return None
-        return self._restore(state, live, own, held[own], "memory")
-
-    def discard_newer_than(self, step: int | None) -> None:
-        """Remove this rank's snapshots of steps after `step`, the step the job resumed from
-        (None: a fresh start, all of them). They belong to a run that was abandoned: kept, a
-        later failure could resume from them before this run's own snapshots replace them."""
-        for held_step, (path, _) in self._held().items():
-            if step is None or held_step > step:
-                path.unlink(missing_ok=True)
-
-    def _restore(
-        self, state: Any, live: Any, step: int, snapshot: dict[str, Any], source: str
-    ) -> int | None:
-        """Load `snapshot` into `state` on every rank, or on none (storage for all)."""
+        received = self._transfer(plan.transfers, held, rank)
         error = None
         try:
-            state.load_state_dict(restore_into(live, snapshot["state"]))
-        except (ValueError, RuntimeError) as exc:
+            saved = _assemble(plan.needs[rank], held, received)
+            state.load_state_dict(restore_into(live, saved))
+        except (ValueError, RuntimeError, IndexError, KeyError) as exc:
             error = exc
         if not all_ok(error is None, self.process_group):
-            log.warning("memory snapshot of step %d not loaded (%s); using storage", step, error)
+            log.warning(
+                "memory snapshot of step %d not loaded (%s); using storage", plan.step, error
+            )
             return None
-        self.source = source
-        return step
+        self.source = plan.source
+        return plan.step
 
-    def _from_peers(self, holders: dict[str, int], own: dict[str, Any] | None) -> dict[str, Any]:
-        """The snapshot of this rank's part, sent by its holder. Each holder sends to the whole
-        group in turn (the parts in one order on every rank); a rank keeps its own part's."""
-        mine = None
-        for part, source in sorted(holders.items()):
-            box: list[dict[str, Any] | None] = [own if dist.get_rank() == source else None]
-            dist.broadcast_object_list(box, src=source, group=self.process_group)
-            if part == self.part:
-                mine = box[0]
-        assert mine is not None
-        return mine
+    def discard_newer_than(self, step: int | None) -> None:
+        """Invalidate this rank's slots (its own and the copies it keeps) of steps after `step`,
+        the step the job resumed from (None: a fresh start, all of them). They belong to a run
+        that was abandoned: kept, a later failure could resume from them before this run's own
+        snapshots replace them."""
+        if not self.enabled:
+            return
+        for slot in (*self.own_slots(), *self.kept_slots()):
+            header = slot.header()
+            if header is not None and (step is None or header.unit.step > step):
+                slot.invalidate()
 
-    def _gather(self, view: View) -> list[View]:
+    def _held(self) -> dict[Unit, Slot]:
+        """Every whole slot in this pod's directory (own, pod siblings', kept), by unit."""
+        if not self.enabled:
+            return {}
+        held: dict[Unit, Slot] = {}
+        for meta in sorted(self._directory.glob("*.meta")):
+            slot = Slot(self._directory, meta.stem)
+            header = slot.header()
+            if header is not None:
+                held.setdefault(header.unit, slot)
+        return held
+
+    def _transfer(self, transfers: tuple[peers.Transfer, ...], held: dict[Unit, Slot],
+                  rank: int) -> dict[Unit, tuple[Header, torch.Tensor] | None]:  # fmt: skip
+        """Go through the plan's transfers in order, sending what this rank holds and receiving
+        what it needs (in one total order, so no two ranks wait on each other)."""
+        received: dict[Unit, tuple[Header, torch.Tensor] | None] = {}
+        group = self._group
+        for transfer in transfers:
+            if group is None:
+                break
+            if transfer.source == rank:
+                read = held[transfer.unit].read()
+                header, data = read if read is not None else (None, None)
+                wire.send(header, data, transfer.target, group)
+            elif transfer.target == rank:
+                received[transfer.unit] = wire.receive(transfer.source, group)
+        return received
+
+    def _assign(self) -> wire.Roles:
+        """Every rank's pod and part, once (a collective at the first snapshot)."""
+        place = (f"{socket.gethostname()}:{self._directory.resolve()}", self.part)
         if not dist.is_initialized():
-            return [view]
-        views: list[View] = [([], False, "")] * dist.get_world_size(self.process_group)
-        dist.all_gather_object(views, view, group=self.process_group)
-        return views
+            return wire.roles(0, [place])
+        places: list[tuple[str, str]] = [("", "")] * dist.get_world_size(self.process_group)
+        dist.all_gather_object(places, place, group=self.process_group)
+        return wire.roles(dist.get_rank(), places)
+
+    def _gather(self, offer: peers.Offer) -> list[peers.Offer]:
+        if not dist.is_initialized():
+            return [offer]
+        offers: list[Any] = [None] * dist.get_world_size(self.process_group)
+        dist.all_gather_object(offers, offer, group=self.process_group)
+        return offers
+
+    def _slots(self, name: str) -> tuple[Slot, Slot]:
+        if name not in self._slot_cache:
+            pin = devices.device().type == "cuda"
+            first, second = (Slot(self._directory, f"{name}.{k}", pin) for k in (0, 1))
+            self._slot_cache[name] = first, second
+        return self._slot_cache[name]
+
+    @property
+    def _group(self) -> dist.ProcessGroup | None:
+        """The snapshot group, or the default one; None without a process group."""
+        if self.process_group is not None or not dist.is_initialized():
+            return self.process_group
+        return dist.group.WORLD
+
+    @property
+    def _directory(self) -> Path:
+        assert self.directory is not None
+        return self.directory
+
+
+def _older(slots: tuple[Slot, Slot]) -> Slot:
+    """The slot to write next: an empty one, else the one holding the older step."""
+    headers = [slot.header() for slot in slots]
+    for slot, header in zip(slots, headers, strict=True):
+        if header is None:
+            return slot
+    return min(zip(slots, headers, strict=True), key=lambda pair: pair[1].unit.step)[0]  # type: ignore[union-attr]
+
+
+def _assemble(units: tuple[Unit, ...], held: dict[Unit, Slot],
+              received: dict[Unit, tuple[Header, torch.Tensor] | None]) -> Any:  # fmt: skip
+    """The saved state from its units: pieces in order, each a view of its slot's bytes."""
+    parts = []
+    for unit in units:
+        got = received[unit] if unit in received else held[unit].read()
+        if got is None:
+            raise ValueError(f"memory snapshot {unit} is gone")
+        header, data = got
+        parts.append((header, arena.views(data, header.entries)))
+    parts.sort(key=lambda part: part[0].first)
+    tensors = [tensor for _, views in parts for tensor in views]
+    return arena.unflatten(pickle.loads(parts[0][0].skeleton), tensors)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1

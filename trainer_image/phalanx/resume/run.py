@@ -96,11 +96,8 @@ class Resumable:
         self.sampler = GlobalSampler(dataset_size, global_batch, seed)
         self.state = AppState(model, optimizer, self.progress)
         self.reporter = reporter or progress.default_reporter()
-        group = (  # checkpoint collectives on a group of their own: never racing training's
-            cast(dist.ProcessGroup, dist.new_group(backend="gloo"))
-            if dist.is_initialized()
-            else None
-        )
+        group = _side_group()  # checkpoint collectives: never racing training's
+        snapshot_group = _side_group()  # snapshots' buddy copies run beside a checkpoint's
         self.checkpoints = CheckpointManager(
             self.settings.location, self.settings.keep, self.settings.async_save, group,
             on_commit=self._committed,
@@ -110,7 +107,7 @@ class Resumable:
             Path(memory) if memory else None,
             self.settings.memory_interval_steps,
             int(os.environ.get(env.LOCAL_RANK, "0")),
-            group,
+            snapshot_group,
             part=part,
         )
         self.source: str | None = None
@@ -247,6 +244,13 @@ class Resumable:
         flags = torch.tensor([int(self._preempted), int(overdue)], device=devices.for_group())
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return bool(flags[0].item()), bool(flags[1].item())
+
+
+def _side_group() -> dist.ProcessGroup | None:
+    """A gloo group of all ranks (every rank creates it, in the same order), or None alone."""
+    if not dist.is_initialized():
+        return None
+    return cast(dist.ProcessGroup, dist.new_group(backend="gloo"))
 
 
 def _rank_and_world() -> tuple[int, int]:
