@@ -40,7 +40,6 @@ from typing import Any
 
 from bench import torchrun as baseline
 from bench.goodput import job, log_records
-from bench.torchrun import RANKS
 from phalanx.local import Fault, LocalRun, RunOptions, inject
 from phalanx.models import TrainingJob
 
@@ -152,7 +151,7 @@ def phalanx(spec: TrainingJob, seconds: float, interval: float | None, workdir: 
                 fault = Fault("kill-node", 0, node_rank=len(r.faults) % r.status.nodes,
                               lose_node=True)  # fmt: skip
             else:
-                fault = Fault("kill-rank", 0, rank=len(r.faults) % RANKS)
+                fault = Fault("kill-rank", 0, rank=len(r.faults) % baseline.ranks(spec))
             record = inject.strike(r.cluster, r.job, fault, datetime.now(UTC))
             if record is not None:
                 r.faults.append(record)
@@ -184,7 +183,7 @@ def torchrun(spec: TrainingJob, seconds: float, interval: float | None, workdir:
             elif now - first >= seconds:
                 break
             due = _due(first, now, interval, len(kills))
-            worker = baseline.worker(agent.pid, len(kills) % RANKS) if due else None
+            worker = baseline.worker(agent.pid, len(kills) % baseline.ranks(spec)) if due else None
             if worker is not None:
                 kills.append(round(time.time() - started, 3))
                 worker.kill()
@@ -225,10 +224,10 @@ def _window_for(seconds: float, interval: float) -> float:
 
 def measure(intervals: list[float], node_intervals: list[float], seconds: float,
             baseline_seconds: float, repeats: int, derive: list[float],
-            workdir: Path) -> dict[str, Any]:  # fmt: skip
+            workdir: Path, *, large: bool = False) -> dict[str, Any]:  # fmt: skip
     """`repeats` rounds, each: every system without failures, then at each interval; Phalanx
     with nodes lost at each node interval. Then the bound's terms and the derived intervals."""
-    spec, with_spare = job(1_000_000), job(1_000_000, spares=1)
+    spec, with_spare = job(1_000_000, large=large), job(1_000_000, spares=1, large=large)
     runs: list[Run] = []
     for repeat in range(repeats):
         for system, run in SYSTEMS.items():
@@ -302,6 +301,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of every figure")
     parser.add_argument("--derive", default="600",
                         help="intervals derived from the measured terms, not run; '' for none")  # fmt: skip
+    parser.add_argument("--large", action="store_true",
+                        help="the 117.5 M-parameter model with real compute (bench.goodput)")  # fmt: skip
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     args = parser.parse_args()
 
@@ -310,7 +311,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         figures = measure(numbers(args.intervals), numbers(args.node_intervals), args.seconds,
-                          args.baseline_seconds, args.repeats, numbers(args.derive), Path(tmp))  # fmt: skip
+                          args.baseline_seconds, args.repeats, numbers(args.derive), Path(tmp),
+                          large=args.large)  # fmt: skip
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from phalanx.models import TrainingJob
-from phalanx.operator.builder.env import trainer_env
+from phalanx.operator.builder.env import checkpoint_env, trainer_env
 
 RANKS = 4
 """The quickstart's workers (4 nodes x 1 process)."""
@@ -38,7 +38,7 @@ def start(spec: TrainingJob, workdir: Path, max_restarts: int) -> subprocess.Pop
     """torchrun with the job's workers of the reference trainer, logging under `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {
-        **os.environ, **trainer_env(spec),
+        **os.environ, **trainer_env(spec), **checkpoint_env(spec),  # the job's own cadence
         "PHALANX_CHECKPOINT_DIR": str(workdir / "checkpoints"),
         "PHALANX_TRAINER_LOG_DIR": str(workdir / "log"),
         "PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": str(ranks(spec)),

@@ -161,6 +161,8 @@ class Slot:
         """Register the mapping with CUDA, so device-to-host copies into it are asynchronous."""
         self._mapped: torch.Tensor | None = None
         self._registered = False
+        self._step: int | None = None
+        self._known = False
 
     def header(self) -> Header | None:
         """The slot's header; None when it is being written, absent or unreadable."""
@@ -172,8 +174,17 @@ class Slot:
             log.warning("memory snapshot %s unreadable: %s", self.meta, error)
             return None
 
+    def step(self) -> int | None:
+        """The step of the slot's whole snapshot (None: none), read once, then kept as this
+        object writes the slot: the writer asks at every snapshot."""
+        if not self._known:
+            header = self.header()
+            self._step, self._known = (header.unit.step if header else None), True
+        return self._step
+
     def invalidate(self) -> None:
         self.meta.unlink(missing_ok=True)
+        self._step, self._known = None, True
 
     def buffer(self, size: int) -> torch.Tensor:
         """The slot's bytes, `size` of them, mapped for writing (kept while the size holds)."""
@@ -193,6 +204,7 @@ class Slot:
         temporary = self.meta.with_suffix(".tmp")
         temporary.write_bytes(header.dumps())
         temporary.replace(self.meta)
+        self._step, self._known = header.unit.step, True
 
     def read(self) -> tuple[Header, torch.Tensor] | None:
         """The slot's header and bytes (mapped copy-on-write: pages are read when touched)."""

@@ -212,8 +212,8 @@ class MemorySnapshots:
         if not self.enabled:
             return
         for slot in (*self.own_slots(), *self.kept_slots()):
-            header = slot.header()
-            if header is not None and (step is None or header.unit.step > step):
+            held = slot.step()
+            if held is not None and (step is None or held > step):
                 slot.invalidate()
 
     def _held(self) -> dict[Unit, Slot]:
@@ -283,11 +283,13 @@ class MemorySnapshots:
 
 def _older(slots: tuple[Slot, Slot]) -> Slot:
     """The slot to write next: an empty one, else the one holding the older step."""
-    headers = [slot.header() for slot in slots]
-    for slot, header in zip(slots, headers, strict=True):
-        if header is None:
-            return slot
-    return min(zip(slots, headers, strict=True), key=lambda pair: pair[1].unit.step)[0]  # type: ignore[union-attr]
+    first, second = slots
+    steps = first.step(), second.step()
+    if steps[0] is None:
+        return first
+    if steps[1] is None:
+        return second
+    return first if steps[0] <= steps[1] else second
 
 
 def _assemble(units: tuple[Unit, ...], held: dict[Unit, Slot],
