@@ -6,7 +6,9 @@ pod of WORLD ranks); each builds the reference trainer's model at its defaults, 
 trainer does (phalanx.trainer.parallel), runs one step with AdamW and records, in bytes of its
 own shard: the weights at rest and right after the forward pass (FSDP shard-grad-op keeps them
 unsharded from the forward to the backward), the gradients after the backward pass, and the
-optimizer state after the step. Rank r writes OUT.json's entry r.
+optimizer state after the step, and the host memory its pod's directory holds once two memory
+snapshots are taken (each rank a pod of its own, as the planner's estimate at WORLD pods of one
+process assumes). Rank r writes OUT.json's entry r.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from phalanx.resume import devices
+from phalanx.resume.memory import MemorySnapshots
+from phalanx.resume.state import AppState, TrainingProgress
 from phalanx.trainer import parallel
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.model import ModelConfig, TinyLM, sample_losses
@@ -34,7 +38,7 @@ def local_bytes(tensor: torch.Tensor) -> int:
     return local.numel() * local.element_size()
 
 
-def measure(sharding: parallel.Sharding, world: int) -> dict[str, int]:
+def measure(sharding: parallel.Sharding, world: int, pod: Path) -> dict[str, int]:
     config = TrainerConfig()
     torch.manual_seed(config.seed)
     shape = ModelConfig(
@@ -56,15 +60,22 @@ def measure(sharding: parallel.Sharding, world: int) -> dict[str, int]:
         for value in per_parameter.values()
         if isinstance(value, torch.Tensor)
     )
+    pod.mkdir(parents=True)
+    snapshots = MemorySnapshots(pod, interval_steps=1, local_rank=0)
+    for step in (1, 2):  # both slots
+        snapshots.maybe_save(step, AppState(model, optimizer, TrainingProgress()))
+        snapshots.wait()
+    snapshots.close()
     return {"weightsAtRest": at_rest, "weightsInStep": in_step, "gradients": gradients,
-            "optimizer": state}  # fmt: skip
+            "optimizer": state, "snapshots": sum(f.stat().st_size for f in pod.glob("*.bin"))}  # fmt: skip
 
 
 def worker(rank: int, world: int, port: int, out: str) -> None:
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
-    measured = {sharding: measure(sharding, world) for sharding in STRATEGIES}
+    pods = Path(f"{out}.pods")
+    measured = {s: measure(s, world, pods / s / f"pod-{rank}") for s in STRATEGIES}
     Path(f"{out}.{rank}").write_text(json.dumps(measured))
     dist.destroy_process_group()
 

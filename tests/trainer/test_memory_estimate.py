@@ -73,6 +73,7 @@ def test_estimated_weights_gradients_and_optimizer_state_match_what_each_rank_ho
                            for r in ranks),
             "gradients": max(r[sharding]["gradients"] for r in ranks),
             "optimizer": max(r[sharding]["optimizer"] for r in ranks),
+            "host_snapshots": max(r[sharding]["snapshots"] for r in ranks),
         }  # fmt: skip
         for part, measured in held.items():
             estimated = getattr(row, part)

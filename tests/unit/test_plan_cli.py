@@ -3,7 +3,8 @@
 Covers: a table for each example (the reference trainer's model from spec.trainer, the
 third-party scripts' from spec.memory.model), one row per allowed size with the per-GPU parts
 and their sum; --gpu-memory deciding which rows fit and the smallest that does; the CLI saying
-that without GPU memory there is no floor; a bad --gpu-memory named as such.
+that without GPU memory there is no floor; a bad --gpu-memory named as such; the host memory of
+memory snapshots per pod, and what the operator adds to each pod's memory request.
 """
 
 from __future__ import annotations
@@ -54,3 +55,19 @@ def test_a_bad_gpu_memory_is_named() -> None:
     done = cli.invoke(app, ["plan", str(EXAMPLES[0]), "--gpu-memory", "80 gigs"])
     assert done.exit_code == 2
     assert "--gpu-memory" in done.output
+
+
+def test_the_host_memory_of_memory_snapshots_is_in_the_plan() -> None:
+    """A sharded job's pods hold bigger shards at fewer nodes (and a buddy's copy): the pod's
+    request takes the most of any size; the quickstart's DDP pods hold two slots of its state."""
+    done = cli.invoke(app, ["plan", *map(str, EXAMPLES), "-o", "json"])
+    by_name = {p["job"]: p for p in json.loads(done.output)}
+    for plan in by_name.values():
+        rows = plan["sizes"]
+        assert plan["podMemoryAdded"] == max(r["hostSnapshotsPerPod"] for r in rows)
+    quickstart = by_name["quickstart"]["sizes"][0]
+    assert quickstart["hostSnapshotsPerPod"] == 2 * (
+        quickstart["weights"] + quickstart["optimizer"]
+    )
+    text = cli.invoke(app, ["plan", str(EXAMPLES[0])]).output
+    assert "memory snapshots (spec.checkpoint.memoryIntervalSteps) hold up to" in text

@@ -50,10 +50,12 @@ def plan_json(path: Path, job: TrainingJob, gpu_flag: str | None) -> dict[str, A
                 **{part: getattr(row, part) for part in COLUMNS},
                 "total": row.total,
                 "fits": row.fits,
+                "hostSnapshotsPerPod": row.host_snapshots,
             }
             for row in rows or []
         ],
         "smallestFitting": next((r.nodes for r in rows or [] if r.fits), None),
+        "podMemoryAdded": memory.snapshot_request(job.spec),
     }
 
 
@@ -76,14 +78,23 @@ def print_plan(console: Console, path: Path, job: TrainingJob, gpu_flag: str | N
         + (", activation checkpointing" if model["activationCheckpointing"] else ""),
         highlight=False,
     )
-    table = Table("nodes", "world", "DP", *COLUMNS, "per GPU", "fits", box=None, padding=(0, 2))
+    table = Table("nodes", "world", "DP", *COLUMNS, "per GPU", "fits", "snapshots",
+                  box=None, padding=(0, 2))  # fmt: skip
     for row in plan["sizes"]:
         fits = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[row["fits"]]
         table.add_row(
             str(row["nodes"]), str(row["worldSize"]), str(row["dataParallel"]),
             *(size(row[part]) for part in COLUMNS), size(row["total"]), fits,
+            size(row["hostSnapshotsPerPod"]),
         )  # fmt: skip
     console.print(table)
+    if plan["podMemoryAdded"]:
+        console.print(
+            f"  memory snapshots (spec.checkpoint.memoryIntervalSteps) hold up to "
+            f"{size(plan['podMemoryAdded'])} of host memory per pod: the operator adds it to "
+            "each pod's memory request (and to its limit, where the template sets one)",
+            highlight=False,
+        )
     if plan["gpuMemory"] is None:
         console.print(
             "  GPU memory unknown: no floor here (pass --gpu-memory 80GiB; on a cluster the "

@@ -8,6 +8,7 @@ from typing import Any
 
 from phalanx.models import env, labels
 from phalanx.models.job import TrainingJob
+from phalanx.models.memory import quantity_bytes
 from phalanx.models.names import (
     DNS_LABEL_MAX,
     node_pod_name,
@@ -19,6 +20,7 @@ from phalanx.models.names import (
 from phalanx.operator.builder.agent import annotate, inject
 from phalanx.operator.builder.children import PODGROUP_LABEL, Manifest, child_metadata
 from phalanx.operator.builder.env import BuildSettings, pod_env
+from phalanx.operator.planner import memory
 
 POD_NAME_ENV: Manifest = {
     "name": env.PHALANX_POD_NAME,
@@ -33,7 +35,30 @@ def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
     spec = copy.deepcopy(template["spec"])
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         _quantities_as_strings(container.get("resources") or {})
+    _snapshot_memory(job, spec["containers"][0])
     return copy.deepcopy(template.get("metadata", {})), spec
+
+
+def _snapshot_memory(job: TrainingJob, container: Manifest) -> None:
+    """Add the host memory of the job's memory snapshots (`memory.snapshot_request`: they live
+    in the pod's /dev/shm, which counts against its memory) to the trainer container's memory
+    request, and to its limit where the template sets one: the template's figures are the
+    program's, these are Phalanx's. A limit without a request is the request too, as Kubernetes
+    would default it."""
+    extra = memory.snapshot_request(job.spec)
+    if not extra:
+        return
+    resources = container.setdefault("resources", {})
+    limits, requests = resources.get("limits") or {}, resources.setdefault("requests", {})
+    if "memory" not in requests and "memory" in limits:
+        requests["memory"] = limits["memory"]
+    for quantities in (requests, limits):
+        if quantities is requests or "memory" in quantities:
+            try:
+                had = quantity_bytes(quantities["memory"]) if "memory" in quantities else 0
+            except ValueError:  # a form of quantity this reading does not know: left as written
+                continue
+            quantities["memory"] = f"{-(-(had + extra) // 2**20)}Mi"
 
 
 def _quantities_as_strings(resources: Manifest) -> None:

@@ -21,6 +21,14 @@ counted: the `headroom` fraction of the GPU is left for them.
 
 The reference trainer keeps fp32 weights and gradients whatever its mixed_precision (autocast and
 FSDP2's MixedPrecisionPolicy cast copies for compute), so it is costed as fp32.
+
+Host memory for memory snapshots (`phalanx.resume.memory`), per pod: each holds two slots of a
+rank's weights and optimizer state (not its gradients). A replicated (DDP) state is held once
+per pod for each part of the model its ranks hold (its ranks write a piece each); a sharded
+state once per rank, and again for the buddy in the previous pod whose shard it keeps (two pods
+or more). It lives in the pod's /dev/shm, which counts against the pod's memory: the operator
+adds the most it can reach at any allowed size (a smaller job holds bigger shards) to the pod's
+memory request, and to its limit where the template sets one.
 """
 
 from __future__ import annotations
@@ -96,6 +104,8 @@ class Estimate:
     optimizer: int
     activations: int
     fits: bool | None = None
+    host_snapshots: int = 0
+    """Host memory of one pod for memory snapshots (not GPU memory: not in `total`)."""
 
     @property
     def total(self) -> int:
@@ -146,14 +156,46 @@ def estimate(spec: TrainingJobSpec, model: ModelDescription, nodes: int) -> Esti
         "zero3": (shard, shard, shard),
         "hsdp": (shard, shard, shard),
     }[model.sharding]
+    weights = round(per_rank * weight_bytes / sharded[0])
+    optimizer = round(per_rank * optimizer_bytes / sharded[2])
+    # FSDP2 keeps a shard at rest also when it holds whole weights through the step (ZeRO-2):
+    at_rest = (
+        weights if model.sharding in ("ddp", "zero1") else round(per_rank * weight_bytes / shard)
+    )
     return Estimate(
         nodes=nodes,
         data_parallel=data_parallel,
-        weights=round(per_rank * weight_bytes / sharded[0]),
+        weights=weights,
         gradients=round(per_rank * gradient_bytes / sharded[1]),
-        optimizer=round(per_rank * optimizer_bytes / sharded[2]),
+        optimizer=optimizer,
         activations=activation_bytes(model, tensor),
+        host_snapshots=snapshot_bytes(spec, model.sharding, nodes, at_rest + optimizer),
     )
+
+
+SNAPSHOT_SLOTS = 2
+"""Snapshots a rank keeps of its state: the newest whole one survives a kill during the next."""
+
+
+def snapshot_bytes(spec: TrainingJobSpec, sharding: MemorySharding, nodes: int, state: int) -> int:
+    """Host memory of one pod for memory snapshots, each rank's snapshotted state being `state`
+    bytes (see the module's docstring); 0 when spec.checkpoint.memoryIntervalSteps is 0."""
+    if spec.checkpoint.memory_interval_steps == 0:
+        return 0
+    if sharding == "ddp":
+        parts = min(spec.nproc_per_node, spec.model_parallel_size)
+        return SNAPSHOT_SLOTS * state * parts
+    copies = SNAPSHOT_SLOTS * (2 if nodes > 1 else 1)
+    return copies * state * spec.nproc_per_node
+
+
+def snapshot_request(spec: TrainingJobSpec) -> int:
+    """The most host memory a pod holds for snapshots at any size the job may run at (pods
+    outlive a resize); 0 when the model is unknown or snapshots are off."""
+    model = model_of(spec)
+    if model is None:
+        return 0
+    return max((estimate(spec, model, n).host_snapshots for n in sizes(spec)), default=0)
 
 
 def _shard_degree(sharding: MemorySharding, data_parallel: int, per_pod: int) -> int:
