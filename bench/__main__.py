@@ -38,6 +38,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
     "quick": {
         "checkpoint": (["--sizes", "small", "--repeats", "1"], 600),
+        "snapshot": (["--sizes", "toy", "--repeats", "1", "--steps", "10"], 600),
         "controlplane": (["--jobs", "10,20", "--storm", "5", "--baselines"], 600),
         "api": (["--jobs", "200", "--requests", "10", "--rounds", "2", "--warmup", "5"], 600),
         "detection": (["--faults", "2", "--nodes", "2"], 600),
@@ -65,6 +66,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # derived from the measured terms rather than run three times.
     "full": {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
+        "snapshot": (["--sizes", "toy,large", "--repeats", "3", "--steps", "30"], 1800),
         "controlplane": (
             ["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE, "--baselines"],
             3600,
@@ -86,6 +88,8 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
                 "3",
                 "--derive",
                 "300,600",
+                "--large-seconds",
+                "150",
             ],
             2 * 3600,
         ),

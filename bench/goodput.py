@@ -26,7 +26,12 @@ about 1.3 s a step on one core of this machine (forward, backward, AdamW), besid
 
 
 def job(
-    steps: int, spares: int = 0, memory_interval_steps: int | None = None, *, large: bool = False
+    steps: int,
+    spares: int = 0,
+    memory_interval_steps: int | None = None,
+    *,
+    large: bool = False,
+    sharding: str = "ddp",
 ) -> TrainingJob:
     """The quickstart; `large`: the same job with the 117.5 M-parameter model and real compute
     on 2 nodes (one core each here), a global batch of 2 sequences."""
@@ -34,6 +39,7 @@ def job(
     manifest["spec"]["trainer"]["steps"] = steps
     manifest["spec"]["failurePolicy"]["maxInfraRestarts"] = 1000
     manifest["spec"]["spares"] = spares
+    manifest["spec"]["trainer"]["sharding"] = sharding
     if memory_interval_steps is not None:
         manifest["spec"]["checkpoint"]["memoryIntervalSteps"] = memory_interval_steps
     if large:

@@ -224,12 +224,20 @@ def _window_for(seconds: float, interval: float) -> float:
 
 def measure(intervals: list[float], node_intervals: list[float], seconds: float,
             baseline_seconds: float, repeats: int, derive: list[float],
-            workdir: Path, *, large: bool = False) -> dict[str, Any]:  # fmt: skip
+            workdir: Path, *, large: bool = False,
+            large_seconds: float = 0) -> dict[str, Any]:  # fmt: skip
     """`repeats` rounds, each: every system without failures, then at each interval; Phalanx
-    with nodes lost at each node interval. Then the bound's terms and the derived intervals."""
+    with nodes lost at each node interval; with `large_seconds`, every system without failures
+    on the 117.5 M-parameter model too (failure "large"). Then the bound's terms and the
+    derived intervals."""
     spec, with_spare = job(1_000_000, large=large), job(1_000_000, spares=1, large=large)
     runs: list[Run] = []
     for repeat in range(repeats):
+        for system, run in SYSTEMS.items() if large_seconds else ():
+            runs.append(run(job(1_000_000, large=True), large_seconds, None,
+                            workdir / f"r{repeat}" / f"{system}-large"))  # fmt: skip
+            runs[-1].repeat, runs[-1].failure = repeat, "large"
+            print(repeat, system, "no failures, 117.5 M", f"{runs[-1].goodput:.3f}", flush=True)
         for system, run in SYSTEMS.items():
             here = workdir / f"r{repeat}"
             runs.append(run(spec, baseline_seconds, None, here / f"{system}-none"))
@@ -249,7 +257,7 @@ def measure(intervals: list[float], node_intervals: list[float], seconds: float,
             print(repeat, "phalanx, node lost", interval, f"{runs[-1].goodput:.3f}", flush=True)
     bounds = {}
     for system in SYSTEMS:
-        mine = [r for r in runs if r.system == system and r.failure == "worker"]
+        mine = [r for r in runs if r.system == system and r.failure == "worker"]  # the toy
         calm = [r for r in mine if r.interval is None]
         recoveries = [s for r in mine for s in r.recoveries]
         bounds[system] = {
@@ -303,6 +311,9 @@ def main() -> int:
                         help="intervals derived from the measured terms, not run; '' for none")  # fmt: skip
     parser.add_argument("--large", action="store_true",
                         help="the 117.5 M-parameter model with real compute (bench.goodput)")  # fmt: skip
+    parser.add_argument("--large-seconds", type=float, default=0,
+                        help="each system's run without failures on the 117.5 M-parameter model "
+                             "(0: none)")  # fmt: skip
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     args = parser.parse_args()
 
@@ -312,7 +323,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         figures = measure(numbers(args.intervals), numbers(args.node_intervals), args.seconds,
                           args.baseline_seconds, args.repeats, numbers(args.derive), Path(tmp),
-                          large=args.large)  # fmt: skip
+                          large=args.large, large_seconds=args.large_seconds)  # fmt: skip
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))
     return 0

@@ -61,6 +61,8 @@ class Recovery:
     seconds: float
     parts: dict[str, float] = field(default_factory=dict)
     restarts: int = 1
+    source: str | None = None
+    """Where the new epoch resumed from: memory, peer or storage."""
 
 
 @dataclass
@@ -112,10 +114,11 @@ class Injector:
 
 
 def phalanx_scenario(
-    kind: str, failures: int, workdir: Path, *, large: bool = False
+    kind: str, failures: int, workdir: Path, *, large: bool = False, sharding: str = "ddp"
 ) -> list[Recovery]:
     spares = 1 if kind == "spare" else 0
-    run = LocalRun(job(1_000_000, spares, large=large), RunOptions(workdir=workdir, fresh=True))
+    spec = job(1_000_000, spares, large=large, sharding=sharding)
+    run = LocalRun(spec, RunOptions(workdir=workdir, fresh=True))
     run.run(Injector(failures, kind, spares))
     records = log_records(workdir)
     events = run.executor.events
@@ -137,7 +140,10 @@ def phalanx_scenario(
             if e.reason in ("Restart", "Shrink") and e.time is not None  # a run's events have one
             and e.time >= fault.time and (until is None or e.time < until)
         )  # fmt: skip
-        recoveries.append(Recovery(first["time"] - struck, _parts(struck, startup), restarts))
+        resumed = next((r for r in records if r.get("event") == "resume" and r["time"] > struck),
+                       {})  # fmt: skip
+        recoveries.append(Recovery(first["time"] - struck, _parts(struck, startup), restarts,
+                                   resumed.get("source")))  # fmt: skip
     return recoveries
 
 
@@ -222,6 +228,7 @@ def figures(results: dict[str, list[Recovery]]) -> dict[str, Any]:
             "p50": stats.median(values) if values else None,
             "parts": median_parts(recoveries),
             "restarts": sorted({r.restarts for r in recoveries}),
+            "sources": [r.source for r in recoveries],
             "baseline": BASELINES.get(key),
         }  # fmt: skip
     return {"scenarios": out}
@@ -235,6 +242,10 @@ SCENARIOS: dict[str, tuple[str, Callable[[int, Path], list[Recovery]]]] = {
     "worker-large": (
         f"{LARGE}: a worker SIGKILLed (pod survives)",
         lambda n, d: phalanx_scenario("worker", n, d, large=True),
+    ),
+    "node-large-fsdp": (
+        f"{LARGE}, FSDP: a node lost, hot spare",
+        lambda n, d: phalanx_scenario("spare", n, d, large=True, sharding="fsdp"),
     ),
     "torchrun-large": (
         f"{LARGE}: torchrun --max-restarts, a worker SIGKILLed",
@@ -267,7 +278,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for key, (_, scenario) in SCENARIOS.items():
             if key in chosen:
-                failures = args.large_failures if key.endswith("-large") else args.failures
+                failures = args.large_failures if "-large" in key else args.failures
                 results[key] = scenario(failures, Path(tmp, key))
                 print(key, [round(r.seconds, 2) for r in results[key]], flush=True)
         if "snapshot" in chosen:

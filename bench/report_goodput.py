@@ -94,6 +94,13 @@ def _goodput_section(figures: Figures) -> list[str]:
                  if ours and theirs else "-")  # fmt: skip
         what = "none" if m is None else f"a worker killed every {m:g} s"
         lines.append(f"| {what} | {cell(ours)} | {cell(theirs)} | {ratio} |")
+    ours, theirs = _group(runs, "phalanx", "large", None), _group(runs, "torchrun", "large", None)
+    if ours or theirs:
+        ratio = (_ratio(stats.median([r["goodput"] for r in ours]),
+                        stats.median([r["goodput"] for r in theirs]))
+                 if ours and theirs else "-")  # fmt: skip
+        lines.append(f"| none, {LARGE_MODEL} | {_spread([r['goodput'] for r in ours])} "
+                     f"| {_spread([r['goodput'] for r in theirs])} | {ratio} |")  # fmt: skip
     for m in sorted({r["interval"] for r in runs if r.get("failure") == "node"}):
         lines.append(f"| a node lost every {m:g} s (a hot spare; the machine back 5 s later) "
                      f"| {cell(_group(runs, 'phalanx', 'node', m))} | no like for like: torchrun "
@@ -133,6 +140,9 @@ def _goodput_section(figures: Figures) -> list[str]:
                       for s, values in lost.items()) + "."]  # fmt: skip
     return lines
 
+
+LARGE_MODEL = "117.5 M parameters, real compute (2 nodes x 1 process, about 1.3 s a step)"
+"""The "large" rows' job (bench.goodput's LARGE_MODEL)."""
 
 GOODPUT_NOTE = (
     "**Local backend**: the quickstart job (4 nodes x 1 process, a 75 072-parameter model whose "

@@ -122,7 +122,7 @@ def test_pods_request_the_host_memory_their_memory_snapshots_hold() -> None:
 
     def memory(job: dict[str, object], **kind: bool) -> dict[str, str]:
         built = TrainingJob.model_validate(job)
-        pod = standby_pod(built, 1, 0, BuildSettings(), **kind) if kind else node_pod(
+        pod = standby_pod(built, 1, 0, BuildSettings(), warm=kind["warm"]) if kind else node_pod(
             built, 1, 0, 2, BuildSettings())  # fmt: skip
         resources = pod["spec"]["containers"][0]["resources"]
         return {group: resources[group]["memory"] for group in ("requests", "limits")}
