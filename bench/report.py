@@ -14,7 +14,7 @@ from typing import Any
 
 import matplotlib
 
-from bench import kind_faults, kind_figures, readme_table, stats, targets
+from bench import kind_faults, kind_figures, readme_table, report_snapshot, stats, targets
 from bench.report_format import pct as _pct
 from bench.report_format import ratio as _ratio
 from bench.report_goodput import GOODPUT_NOTE, _goodput_section, goodput_plot
@@ -320,6 +320,7 @@ def render(results: Figures, out: Path) -> str:
         lines += ["", DETECTION_NOTE, "", *_node_ready(results["detection"])]
     if "checkpoint" in results:
         lines += _checkpoint_section(results["checkpoint"])
+    lines += report_snapshot.section(results.get("snapshot"))
     if "controlplane" in results:
         series = results["controlplane"]["series"]
         controlplane_plot(series, img / "controlplane.png")

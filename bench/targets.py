@@ -9,6 +9,7 @@ measured". The note of a missed target must start from the measured figure, not 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -245,6 +246,47 @@ def _memory_share(limit: float) -> Checker:
     return check
 
 
+def _snapshot_in_run(results: Figures, _: KindRecords) -> list[Measured]:
+    """The snapshot benchmark's cost in a training loop (bench.snapshot), per model."""
+    return [Measured(f"{m['model']}: {m['share_in_run']:.2%} ({m['blocked_in_run'] * 1000:.0f} ms "
+                     f"a snapshot, {m['step_seconds'] * 1000:.0f} ms steps)",
+                     m["share_in_run"] <= 0.01)
+            for m in (results.get("snapshot") or {}).get("figures", [])]  # fmt: skip
+
+
+def _nofail_vs_torchrun(results: Figures, _: KindRecords) -> list[Measured]:
+    """Phalanx's median goodput without failures less torchrun's, toy and 117.5 M."""
+    runs = (results.get("intervals") or {}).get("runs", [])
+    found = []
+    for failure, model in (("worker", "toy"), ("large", "117.5 M")):
+        calm = {system: [r["goodput"] for r in runs if r["system"] == system
+                         and r.get("failure", "worker") == failure and r["interval"] is None]
+                for system in ("phalanx", "torchrun")}  # fmt: skip
+        if calm["phalanx"] and calm["torchrun"]:
+            ours, theirs = stats.median(calm["phalanx"]), stats.median(calm["torchrun"])
+            found.append(Measured(f"{model}: {ours:.1%} vs {theirs:.1%} "
+                                  f"({(ours - theirs) * 100:+.1f} points)", ours >= theirs - 0.003))  # fmt: skip
+    return found
+
+
+RECOVERY_LARGE = Path(__file__).resolve().parent / "results" / "suite" / "recovery-large.json"
+"""`python -m bench.recovery --only worker-large,node-large-fsdp` (run beside the suite)."""
+
+
+def _fsdp_node_lost(_: Figures, __: KindRecords) -> list[Measured]:
+    if not RECOVERY_LARGE.exists():
+        return []
+    scenarios = json.loads(RECOVERY_LARGE.read_text())["scenarios"]
+    fsdp, ddp = scenarios.get("node-large-fsdp"), scenarios.get("worker-large")
+    if not fsdp or not ddp or fsdp["p50"] is None or ddp["p50"] is None:
+        return []
+    peers = sum(1 for s in fsdp.get("sources", []) if s == "peer")
+    ratio = fsdp["p50"] / ddp["p50"]
+    return [Measured(f"p50 {fsdp['p50']:.2f} s vs {ddp['p50']:.2f} s ({ratio:.2f}x); from a "
+                     f"peer {peers} of {len(fsdp['seconds'])}",
+                     ratio <= 2.0 and peers == len(fsdp["seconds"]))]  # fmt: skip
+
+
 def _largest(results: Figures) -> Figures | None:
     series = results.get("controlplane", {}).get("series") or []
     return series[-1] if series else None
@@ -335,7 +377,9 @@ CHECKERS: dict[str, Checker] = {
     "preempted-nothing-redone": _preempted_redone,
     "async-save-share": _async_share,
     "memory-snapshot-2pct": _memory_share(0.02),
-    "memory-snapshot-1pct": _memory_share(0.01),
+    "memory-snapshot-1pct": _snapshot_in_run,
+    "goodput-nofail-vs-torchrun": _nofail_vs_torchrun,
+    "fsdp-node-lost-from-peer": _fsdp_node_lost,
     "pods-created": _pods_created,
     "pods-created-vs-job-controller": _pods_created_vs("kube Job controller", 1.25),
     "pods-created-vs-kubeflow": _pods_created_vs("Kubeflow", 1.0),
