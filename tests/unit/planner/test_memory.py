@@ -210,3 +210,46 @@ def test_a_job_too_big_for_the_least_of_its_nodes_gpus_is_not_failed_for_it() ->
     j, _ = step(job(memory={"model": MODEL_SPEC}), Observed(nodes=nodes), at(0))
     assert j.status is not None
     assert (j.status.phase, j.status.nodes) == ("Pending", 4)
+
+
+def test_memory_snapshots_hold_two_slots_of_each_shard_and_a_buddys_copy() -> None:
+    """zero3, mixed, at 2 nodes x 2: each rank's shard at rest is 2 + 12 bytes a parameter over
+    4 ranks; a pod holds two slots of each of its 2 ranks' shards and of their buddies'."""
+    spec = fitting_at_3_of_4().spec
+    assert mem.snapshot_request(spec) == 2 * 2 * 2 * (PHI * 2 // 4 + PHI * 12 // 4)
+    rows = mem.table(spec, None) or []
+    assert [r.nodes for r in rows] == [2, 3, 4]
+    assert rows[0].host_snapshots > rows[1].host_snapshots > rows[2].host_snapshots, (
+        "fewer nodes, bigger shards: the pod's request takes the largest"
+    )
+    off = fitting_at_3_of_4(checkpoint={"dir": "/ckpt", "memoryIntervalSteps": 0}).spec
+    assert mem.snapshot_request(off) == 0
+
+
+def own_shm(size_limit: str, **spec: Any) -> Any:
+    """The job with its own /dev/shm: an emptyDir of `size_limit`."""
+    container = {"name": "t", "image": "img",
+                 "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}  # fmt: skip
+    template = {"spec": {"containers": [container], "volumes": [
+        {"name": "data", "emptyDir": {}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": size_limit}},
+    ]}}  # fmt: skip
+    return job(memory={"model": MODEL_SPEC}, template=template, **spec)
+
+
+def test_a_job_whose_own_dev_shm_cannot_hold_its_snapshots_fails_naming_the_fields() -> None:
+    j, plan = step(own_shm("10Gi"), Observed(), at(0))
+    assert j.status is not None
+    assert j.status.phase == "Failed"
+    assert not plan.of_type(CreateNodePod)
+    [failed] = [c for c in j.status.conditions if c.type == "Failed"]
+    assert failed.reason == "DoesNotFitInMemory"
+    assert "spec.template.spec.volumes[1].emptyDir.sizeLimit is 10Gi" in failed.message
+    assert "spec.checkpoint.memoryIntervalSteps" in failed.message
+    for fits in (
+        own_shm("64Gi"),
+        own_shm("10Gi", checkpoint={"dir": "/c", "memoryIntervalSteps": 0}),
+    ):
+        j, plan = step(fits, Observed(), at(0))
+        assert j.status is not None
+        assert j.status.phase != "Failed", j.status.conditions

@@ -267,6 +267,39 @@ def why_not(spec: TrainingJobSpec) -> str:
     )
 
 
+SHARED_MEMORY = "/dev/shm"
+
+
+def snapshots_do_not_fit(spec: TrainingJobSpec) -> str | None:
+    """Why the pods cannot hold their memory snapshots, naming the fields; None when they can.
+    The operator mounts a Memory emptyDir without a size limit at /dev/shm (it counts against
+    the pod's memory, to which the operator adds the snapshots); a template that mounts its own
+    volume there with an emptyDir `sizeLimit` below what the snapshots hold would have its pods
+    evicted at the first snapshots, so the job fails at once instead."""
+    needed = snapshot_request(spec)
+    template = spec.template.model_dump(mode="json", by_alias=True, exclude_none=True)["spec"]
+    mounts = template["containers"][0].get("volumeMounts") or []
+    name = next((m["name"] for m in mounts if m.get("mountPath") == SHARED_MEMORY), None)
+    volumes = template.get("volumes") or []
+    found = next(((i, v) for i, v in enumerate(volumes) if v.get("name") == name), None)
+    if not needed or found is None or "sizeLimit" not in (found[1].get("emptyDir") or {}):
+        return None
+    index, volume = found
+    limit = str(volume["emptyDir"]["sizeLimit"])
+    try:
+        if quantity_bytes(limit) >= needed:
+            return None
+    except ValueError:
+        return None
+    return (
+        f"memory snapshots (spec.checkpoint.memoryIntervalSteps "
+        f"{spec.checkpoint.memory_interval_steps}) hold up to {gib(needed)} per pod in "
+        f"{SHARED_MEMORY}, and spec.template.spec.volumes[{index}].emptyDir.sizeLimit is "
+        f"{limit}: raise the limit, remove the volume (the operator then mounts one without a "
+        "limit), or set spec.checkpoint.memoryIntervalSteps: 0; `phalanx plan` shows the figure"
+    )
+
+
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 """A node's GPU memory in MiB, as NVIDIA's GPU Feature Discovery labels it."""
 

@@ -167,10 +167,12 @@ def excluded_namespace(d: Decision, config: PlannerConfig) -> bool:
 
 
 def does_not_fit(d: Decision, _: PlannerConfig) -> bool:
-    """A job that fits in GPU memory at no size in min..max fails at once, not in an OOM loop."""
-    if memory.floor(d.spec) is not None:
+    """A job that fits in GPU memory at no size in min..max, or whose pods' own /dev/shm cannot
+    hold its memory snapshots, fails at once, not in an OOM or eviction loop."""
+    host = memory.snapshots_do_not_fit(d.spec)
+    if memory.floor(d.spec) is not None and host is None:
         return False
-    fail(d, ConditionReason.DOES_NOT_FIT_IN_MEMORY, memory.why_not(d.spec))
+    fail(d, ConditionReason.DOES_NOT_FIT_IN_MEMORY, host or memory.why_not(d.spec))
     return True
 
 
