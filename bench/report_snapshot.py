@@ -43,7 +43,8 @@ def section(suite: Figures | None) -> list[str]:
     lines = [
         "## Memory snapshots at real sizes: blocked time and restore, beside DCP",
         "",
-        "One rank; model + AdamW state. Call: the `maybe_save` call (the state dict, its "
+        "One rank; model + AdamW state (toy: the quickstart's model, its step with the job's "
+        "0.1 s of emulated compute; large: 117.5 M parameters, real compute). Call: the `maybe_save` call (the state dict, its "
         "structure, the hand-off). Call + copy: until the copy into the pod's memory is done, the "
         "most the next optimizer step can wait. In a run: steps with a snapshot every 10 (the "
         "default) against the same steps without, back to back: what a snapshot really cost the "

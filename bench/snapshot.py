@@ -51,6 +51,10 @@ SIZES = {
 """toy: the quickstart's model (75 072 parameters); large: bench.goodput's 117.5 M-parameter
 model; xl: about 1.1 B parameters (for a GPU)."""
 
+EMULATED_COMPUTE = {"toy": 0.1}
+"""Seconds of emulated compute a step adds (`--step-delay-seconds`), as the quickstart's
+trainer does: the toy's own compute is a few milliseconds, its job's steps are 0.1 s longer."""
+
 
 def _sync() -> None:
     if devices.device().type == "cuda":
@@ -68,7 +72,8 @@ def _timed(action: Callable[[], object]) -> float:
 class Trainer:
     """A model and AdamW on the device, training on random tokens."""
 
-    def __init__(self, config: ModelConfig, batch: int) -> None:
+    def __init__(self, config: ModelConfig, batch: int, delay: float = 0.0) -> None:
+        self.delay = delay
         torch.manual_seed(0)
         self.model = TinyLM(config).to(devices.device())
         self.optimizer = torch.optim.AdamW(self.model.parameters())
@@ -80,6 +85,8 @@ class Trainer:
     def step(self, memory: MemorySnapshots | None = None, number: int = 0) -> None:
         self.optimizer.zero_grad()
         self.model(self.tokens).float().mean().backward()
+        if self.delay:
+            time.sleep(self.delay)
         if memory is not None:
             memory.wait_staged()  # as the library's optimizer hook does
         self.optimizer.step()
@@ -93,7 +100,7 @@ class Trainer:
 
 
 def measure(name: str, config: ModelConfig, repeats: int, steps: int, batch: int) -> dict[str, Any]:
-    trainer = Trainer(config, batch)
+    trainer = Trainer(config, batch, EMULATED_COMPUTE.get(name, 0.0))
     for _ in range(3):  # warm up; AdamW's state exists from here on
         trainer.step()
     params = sum(p.numel() for p in trainer.model.parameters())
