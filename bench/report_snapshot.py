@@ -48,8 +48,10 @@ def section(suite: Figures | None) -> list[str]:
         "structure, the hand-off). Call + copy: until the copy into the pod's memory is done, the "
         "most the next optimizer step can wait. In a run: steps with a snapshot every 10 (the "
         "default) against the same steps without, back to back: what a snapshot really cost the "
-        "loop (the copy runs beside the next forward and backward passes), and its share of step "
-        "time. Restore: a fresh model and optimizer loaded from the pod's memory; DCP: a save and "
+        "loop (on a GPU the copy runs beside the next forward and backward passes), and its share "
+        "of step time: a difference of two runs of a few dozen steps, so where steps vary by more "
+        "than a snapshot costs (the CPU here) it is noise around the call + copy figure, even "
+        "below zero; the target takes call + copy. Restore: a fresh model and optimizer loaded from the pod's memory; DCP: a save and "
         "a load of the same state in the same memory (tmpfs), the last column DCP load / restore. "
         "Each slot's first use maps, touches and (on a GPU) pins it, once per run, not counted "
         "here (bench/results give it as `first_copied`).",
