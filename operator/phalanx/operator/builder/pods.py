@@ -70,7 +70,7 @@ def _quantities_as_strings(resources: Manifest) -> None:
             quantities[name] = str(value)
 
 
-SHARED_MEMORY = "/dev/shm"
+SHARED_MEMORY = memory.SHARED_MEMORY
 SHARED_MEMORY_VOLUME: Manifest = {"name": "phalanx-shm", "emptyDir": {"medium": "Memory"}}
 """Host memory for the pod: the agent keeps its workers' memory snapshots here across epochs,
 and torch (DataLoader workers, NCCL) needs more than the runtime's default 64 MiB /dev/shm. It
