@@ -49,6 +49,10 @@ from bench.goodput import goodput, job, log_records, snapshot_cost, steps_of
 from phalanx.local import Fault, LocalRun, RunOptions, inject
 
 TRAIN_SECONDS_BEFORE_FAULT = 5.0
+LARGE_SECONDS_BEFORE_FAULT = 25.0
+"""The large model trains this long before a fault (its steps take about 1.8 s here): past its
+first memory snapshot (every 10 steps), so its recoveries load state rather than start afresh
+(they started afresh when it waited 5 s: a resume source of None)."""
 LARGE = "117.5 M parameters, real compute, 2 nodes"
 """The large model's scenarios (bench.goodput.LARGE_MODEL), beside the toy's."""
 STAGES = ("spawned", "started", "rendezvous", "built", "loaded", "first_step")
@@ -73,6 +77,7 @@ class Injector:
     failures: int
     kind: str
     spares: int = 0
+    before_fault: float = TRAIN_SECONDS_BEFORE_FAULT
     first_step: dict[int, datetime] = field(default_factory=dict)
     last_epoch: int = 0
     restore_at: float | None = None
@@ -93,7 +98,7 @@ class Injector:
                 run.request_stop()
             return
         first = self.first_step.setdefault(status.epoch, progress.updated_at)
-        if (datetime.now(UTC) - first).total_seconds() < TRAIN_SECONDS_BEFORE_FAULT:
+        if (datetime.now(UTC) - first).total_seconds() < self.before_fault:
             return
         target = len(run.faults) % status.nodes
         if self.kind == "worker":
@@ -119,7 +124,8 @@ def phalanx_scenario(
     spares = 1 if kind == "spare" else 0
     spec = job(1_000_000, spares, large=large, sharding=sharding)
     run = LocalRun(spec, RunOptions(workdir=workdir, fresh=True))
-    run.run(Injector(failures, kind, spares))
+    wait = LARGE_SECONDS_BEFORE_FAULT if large else TRAIN_SECONDS_BEFORE_FAULT
+    run.run(Injector(failures, kind, spares, before_fault=wait))
     records = log_records(workdir)
     events = run.executor.events
     recoveries = []
@@ -170,7 +176,8 @@ def torchrun_baseline(failures: int, workdir: Path, *, large: bool = False) -> l
             steps = steps_of(workdir)
             since = kills[-1] if kills else 0.0
             trained = [r["time"] for r in steps if r["time"] > since]
-            if not trained or time.time() - trained[0] < TRAIN_SECONDS_BEFORE_FAULT:
+            wait = LARGE_SECONDS_BEFORE_FAULT if large else TRAIN_SECONDS_BEFORE_FAULT
+            if not trained or time.time() - trained[0] < wait:
                 continue
             worker = torchrun.worker(agent.pid, rank=len(kills) % torchrun.ranks(spec))
             if worker is not None:
