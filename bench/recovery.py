@@ -193,12 +193,13 @@ def torchrun_baseline(failures: int, workdir: Path, *, large: bool = False) -> l
     for kill in kills:
         # A step logged just after the kill was in flight on the survivors: the recovery ends at
         # the first step of the group torchrun restarted (its trainer logs a resume first).
-        restarted = min((r["time"] for r in records
-                         if r.get("event") == "resume" and r["time"] > kill), default=None)  # fmt: skip
+        resume = min((r for r in records if r.get("event") == "resume" and r["time"] > kill),
+                     key=lambda r: r["time"], default=None)  # fmt: skip
+        restarted = resume["time"] if resume is not None else None
         after = [r["time"] for r in records
                  if "loss" in r and restarted is not None and r["time"] > restarted]  # fmt: skip
-        if after:
-            recoveries.append(Recovery(min(after) - kill))
+        if after and resume is not None:
+            recoveries.append(Recovery(min(after) - kill, source=resume.get("source")))
     return recoveries
 
 

@@ -166,6 +166,11 @@ def _recovery_section(figures: Figures) -> list[str]:
     lines += ["", "Where the seconds go (medians, the new epoch's rank 0 from the fault on):", ""]
     lines += [f"- {s['what']}: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["parts"].items())
               for s in scenarios.values() if s["parts"]]  # fmt: skip
+    if any(name.endswith("-large") and "sources" not in s for name, s in scenarios.items()):
+        lines += ["", "The 117.5 M-parameter rows of this run struck 5 s after each epoch's first "
+                  "step, before its first snapshot or checkpoint: those recoveries started "
+                  "afresh, with nothing to load. Re-measured with state to load: the next "
+                  "section."]  # fmt: skip
     return [*lines, ""]
 
 
@@ -312,6 +317,7 @@ def render(results: Figures, out: Path) -> str:
             lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
     if "recovery" in results:
         lines += _recovery_section(results["recovery"])
+    lines += report_snapshot.peer_section()
     if "detection" in results:
         lines += ["## Detection (local backend): the fault to the planner's decision", "",
                   "| fault | decisions | median | max | the same fault without Phalanx | ratio |",

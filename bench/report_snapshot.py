@@ -73,3 +73,42 @@ def section(suite: Figures | None) -> list[str]:
         "",
     ]
     return lines
+
+
+RECOVERY_LARGE = Path(__file__).resolve().parent / "results" / "suite" / "recovery-large.json"
+"""`python -m bench.recovery --only worker-large,node-large-fsdp,torchrun-large` (beside the
+suite: its full recovery run takes 40 minutes)."""
+
+
+def peer_section() -> list[str]:
+    """Recovery at 117.5 M parameters with state to load: a DDP worker killed (its pod's memory),
+    an FSDP node lost with a hot spare (the lost rank's shard from its buddy's memory), and
+    torchrun beside them, one run."""
+    if not RECOVERY_LARGE.exists():
+        return []
+    scenarios = json.loads(RECOVERY_LARGE.read_text())["scenarios"]
+    lines = [
+        "## Recovery with state to load: 117.5 M parameters, a peer's memory (local backend)",
+        "",
+        "2 nodes x 1 process, real compute (about 1.8 s a step here); each fault strikes 25 s "
+        "after the epoch's first step, past its first memory snapshot. Resumed from: where the "
+        "new epoch's ranks loaded the state (memory: its pod's; peer: sent by another pod's "
+        "rank; storage: DCP). One run of `python -m bench.recovery --only "
+        "worker-large,node-large-fsdp,torchrun-large`.",
+        "",
+        "| fault | failures | p50 | max | resumed from | p50 / DDP worker kill |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    worker = scenarios.get("worker-large", {}).get("p50")
+    for s in scenarios.values():
+        if not s["seconds"]:
+            continue
+        sources = ", ".join(f"{src or 'fresh start'} {s['sources'].count(src)}"
+                            for src in dict.fromkeys(s.get("sources") or []))  # fmt: skip
+        ratio = f"{s['p50'] / worker:.2f}x" if worker else "-"
+        lines.append(f"| {s['what']} | {len(s['seconds'])} | {s['p50']:.2f} s "
+                     f"| {max(s['seconds']):.2f} s | {sources or '-'} | {ratio} |")  # fmt: skip
+    lines += ["", "Where the seconds go (medians, the new epoch's rank 0 from the fault on):", ""]
+    lines += [f"- {s['what']}: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["parts"].items())
+              for s in scenarios.values() if s["parts"]]  # fmt: skip
+    return [*lines, ""]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import stats
+from bench import report_snapshot, stats
 from bench.report_format import PROFILED_CAVEAT
 from phalanx.operator.metrics import RECONCILE_BUCKETS
 
@@ -272,14 +272,10 @@ def _nofail_vs_torchrun(results: Figures, _: KindRecords) -> list[Measured]:
     return found
 
 
-RECOVERY_LARGE = Path(__file__).resolve().parent / "results" / "suite" / "recovery-large.json"
-"""`python -m bench.recovery --only worker-large,node-large-fsdp` (run beside the suite)."""
-
-
 def _fsdp_node_lost(_: Figures, __: KindRecords) -> list[Measured]:
-    if not RECOVERY_LARGE.exists():
+    if not report_snapshot.RECOVERY_LARGE.exists():
         return []
-    scenarios = json.loads(RECOVERY_LARGE.read_text())["scenarios"]
+    scenarios = json.loads(report_snapshot.RECOVERY_LARGE.read_text())["scenarios"]
     fsdp, ddp = scenarios.get("node-large-fsdp"), scenarios.get("worker-large")
     if not fsdp or not ddp or fsdp["p50"] is None or ddp["p50"] is None:
         return []
