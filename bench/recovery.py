@@ -50,9 +50,10 @@ from phalanx.local import Fault, LocalRun, RunOptions, inject
 
 TRAIN_SECONDS_BEFORE_FAULT = 5.0
 LARGE_SECONDS_BEFORE_FAULT = 25.0
-"""The large model trains this long before a fault (its steps take about 1.8 s here): past its
+"""The large model trains this long, and at least 12 steps of the epoch, before a fault: past its
 first memory snapshot (every 10 steps), so its recoveries load state rather than start afresh
-(they started afresh when it waited 5 s: a resume source of None)."""
+(they started afresh when it waited 5 s: a resume source of None; FSDP's slower steps needed the
+step count too)."""
 LARGE = "117.5 M parameters, real compute, 2 nodes"
 """The large model's scenarios (bench.goodput.LARGE_MODEL), beside the toy's."""
 STAGES = ("spawned", "started", "rendezvous", "built", "loaded", "first_step")
@@ -78,6 +79,9 @@ class Injector:
     kind: str
     spares: int = 0
     before_fault: float = TRAIN_SECONDS_BEFORE_FAULT
+    steps_before_fault: int = 0
+    """Also train this many steps of the epoch first (past a memory snapshot: every 10)."""
+    start_step: dict[int, int] = field(default_factory=dict)
     first_step: dict[int, datetime] = field(default_factory=dict)
     last_epoch: int = 0
     restore_at: float | None = None
@@ -98,7 +102,10 @@ class Injector:
                 run.request_stop()
             return
         first = self.first_step.setdefault(status.epoch, progress.updated_at)
+        start = self.start_step.setdefault(status.epoch, progress.step)
         if (datetime.now(UTC) - first).total_seconds() < self.before_fault:
+            return
+        if progress.step - start < self.steps_before_fault:
             return
         target = len(run.faults) % status.nodes
         if self.kind == "worker":
@@ -125,7 +132,9 @@ def phalanx_scenario(
     spec = job(1_000_000, spares, large=large, sharding=sharding)
     run = LocalRun(spec, RunOptions(workdir=workdir, fresh=True))
     wait = LARGE_SECONDS_BEFORE_FAULT if large else TRAIN_SECONDS_BEFORE_FAULT
-    run.run(Injector(failures, kind, spares, before_fault=wait))
+    run.run(
+        Injector(failures, kind, spares, before_fault=wait, steps_before_fault=12 if large else 0)
+    )
     records = log_records(workdir)
     events = run.executor.events
     recoveries = []
