@@ -90,11 +90,13 @@ def peer_section() -> list[str]:
     lines = [
         "## Recovery with state to load: 117.5 M parameters, a peer's memory (local backend)",
         "",
-        "2 nodes x 1 process, real compute (about 1.8 s a step here); each fault strikes 25 s "
-        "after the epoch's first step, past its first memory snapshot. Resumed from: where the "
-        "new epoch's ranks loaded the state (memory: its pod's; peer: sent by another pod's "
-        "rank; storage: DCP). One run of `python -m bench.recovery --only "
-        "worker-large,node-large-fsdp,torchrun-large`.",
+        "2 nodes x 1 process, real compute (about 1.8 s a step here); each Phalanx fault strikes "
+        "25 s and at least 12 steps after the epoch's first step, past its first memory "
+        "snapshot; torchrun's worker is killed 25 s after its first step, before its first "
+        "checkpoint (every 20 steps), so it starts afresh: not like for like in what it loads, "
+        "beside for scale only. Resumed from: where the new epoch's ranks loaded the state "
+        "(memory: its pod's; peer: sent by another pod's rank; storage: DCP). One run of "
+        "`python -m bench.recovery --only worker-large,node-large-fsdp,torchrun-large`.",
         "",
         "| fault | failures | p50 | max | resumed from | p50 / DDP worker kill |",
         "| --- | --- | --- | --- | --- | --- |",
