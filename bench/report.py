@@ -365,6 +365,7 @@ def main() -> int:
 
 def publish(results: Figures, out: Path, readme: Path) -> str:
     """The report at `out` and the README's table, from the same figures; the report's text."""
+    results = report_snapshot.with_side_runs(results)
     text = render(results, out)
     readme_table.rewrite(readme, readme_table.table(results, kind_faults.load()))
     return text

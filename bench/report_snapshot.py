@@ -80,6 +80,13 @@ RECOVERY_LARGE = Path(__file__).resolve().parent / "results" / "suite" / "recove
 suite: its full recovery run takes 40 minutes)."""
 
 
+def with_side_runs(results: Figures) -> Figures:
+    """`results` with the recovery-large side run, when there is one (for the targets)."""
+    if not RECOVERY_LARGE.exists():
+        return results
+    return {**results, "recovery-large": json.loads(RECOVERY_LARGE.read_text())}
+
+
 def peer_section() -> list[str]:
     """Recovery at 117.5 M parameters with state to load: a DDP worker killed (its pod's memory),
     an FSDP node lost with a hot spare (the lost rank's shard from its buddy's memory), and

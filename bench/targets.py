@@ -9,14 +9,13 @@ measured". The note of a missed target must start from the measured figure, not 
 
 from __future__ import annotations
 
-import json
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import report_snapshot, stats
+from bench import stats
 from bench.report_format import PROFILED_CAVEAT
 from phalanx.operator.metrics import RECONCILE_BUCKETS
 
@@ -272,10 +271,10 @@ def _nofail_vs_torchrun(results: Figures, _: KindRecords) -> list[Measured]:
     return found
 
 
-def _fsdp_node_lost(_: Figures, __: KindRecords) -> list[Measured]:
-    if not report_snapshot.RECOVERY_LARGE.exists():
-        return []
-    scenarios = json.loads(report_snapshot.RECOVERY_LARGE.read_text())["scenarios"]
+def _fsdp_node_lost(results: Figures, _: KindRecords) -> list[Measured]:
+    """The FSDP node lost against the DDP worker kill at 117.5 M parameters, from the side run
+    the report adds (`report_snapshot.with_side_runs`)."""
+    scenarios = (results.get("recovery-large") or {}).get("scenarios", {})
     fsdp, ddp = scenarios.get("node-large-fsdp"), scenarios.get("worker-large")
     if not fsdp or not ddp or fsdp["p50"] is None or ddp["p50"] is None:
         return []

@@ -99,14 +99,32 @@ def test_goodput_targets_take_the_median_of_the_repeats_and_a_derived_figure_say
 
 def test_checkpoint_targets_compare_async_with_sync_and_memory_with_the_step() -> None:
     model = {"model": "m", "async_blocked": 0.1, "sync_blocked": 1.0,
-             "memory_share_of_step_time": 0.01}  # fmt: skip
-    found = by_id({"checkpoint": {"models": [model]}})
+             "memory_share_of_step_time": 0.02}  # fmt: skip
+    snapshot = {"model": "m", "copied": 0.01, "step_seconds": 0.1}  # 1 % of 10 steps
+    found = by_id({"checkpoint": {"models": [model]}, "snapshot": {"figures": [snapshot]}})
     assert [found[k] for k in ("async-save-share", "memory-snapshot-2pct",
                                "memory-snapshot-1pct")] == [[True]] * 3  # fmt: skip
-    model |= {"async_blocked": 0.11, "memory_share_of_step_time": 0.011}
-    found = by_id({"checkpoint": {"models": [model]}})
+    model |= {"async_blocked": 0.11, "memory_share_of_step_time": 0.021}
+    snapshot |= {"copied": 0.011}
+    found = by_id({"checkpoint": {"models": [model]}, "snapshot": {"figures": [snapshot]}})
     assert [found[k] for k in ("async-save-share", "memory-snapshot-2pct",
-                               "memory-snapshot-1pct")] == [[False], [True], [False]]  # fmt: skip
+                               "memory-snapshot-1pct")] == [[False], [False], [False]]  # fmt: skip
+
+
+def test_issue_32_targets_compare_with_torchrun_and_with_the_ddp_worker_kill() -> None:
+    def calm(system: str, failure: str, goodput: float) -> dict[str, object]:
+        return {"system": system, "failure": failure, "interval": None, "goodput": goodput}
+
+    runs = [calm("phalanx", "worker", 0.970), calm("torchrun", "worker", 0.973),
+            calm("phalanx", "large", 0.90), calm("torchrun", "large", 0.94)]  # fmt: skip
+    assert by_id({"intervals": {"runs": runs}})["goodput-nofail-vs-torchrun"] == [True, False]
+    scenario = {"p50": 2.0, "seconds": [2.0, 2.0], "sources": ["peer", "peer"]}
+    side = {"scenarios": {"worker-large": {"p50": 1.0}, "node-large-fsdp": scenario}}
+    assert by_id({"recovery-large": side})["fsdp-node-lost-from-peer"] == [True]
+    scenario |= {"sources": ["peer", "storage"]}
+    assert by_id({"recovery-large": side})["fsdp-node-lost-from-peer"] == [False]
+    scenario |= {"sources": ["peer", "peer"], "p50": 2.1}
+    assert by_id({"recovery-large": side})["fsdp-node-lost-from-peer"] == [False]
 
 
 def test_controlplane_targets_read_the_largest_count_and_rss_in_megabytes() -> None:
