@@ -28,11 +28,13 @@ K8S_VERSION = os.environ.get("PHALANX_K8S_VERSION", "v1.33.13")
 """The API server the control-plane benchmark runs (tests/tools/k8s-binaries.sh's pin)."""
 
 PROFILE = "bench/results/suite/operator-profile.raw"
-"""Where the full mode's profile of the operator at 1 000 jobs goes (py-spy, collapsed stacks)."""
+"""Where the full mode's profile of the operator goes (py-spy, collapsed stacks): from a pass of
+its own at 300 jobs, since the sampler's CPU would slow a measured pass on 2 cores."""
 
-RECOVERY = "worker,spare,shrink,torchrun,worker-large,torchrun-large"
+RECOVERY = "worker,spare,shrink,torchrun,worker-large,node-large-fsdp,torchrun-large"
 """The recovery benchmark's time-to-recover scenarios (its long goodput runs are the intervals
-benchmark's business here)."""
+benchmark's business here), the 117.5 M-parameter FSDP node lost among them, so that its ratio to
+the DDP worker kill has both sides in the suite's run."""
 
 MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
@@ -68,7 +70,17 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
         "checkpoint": (["--sizes", "small,large", "--repeats", "3"], 1200),
         "snapshot": (["--sizes", "toy,large", "--repeats", "3", "--steps", "30"], 1800),
         "controlplane": (
-            ["--jobs", "100,300,1000", "--storm", "100", "--profile", PROFILE, "--baselines"],
+            [
+                "--jobs",
+                "100,300,1000",
+                "--storm",
+                "100",
+                "--profile",
+                PROFILE,
+                "--profile-jobs",
+                "300",
+                "--baselines",
+            ],
             3600,
         ),
         "api": (["--jobs", "1000", "--rounds", "5"], 1800),

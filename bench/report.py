@@ -254,8 +254,10 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
     ]  # fmt: skip
     if "profile" in last:
         profile = last["profile"]
-        lines += ["", f"Where the operator's time goes at {last['jobs']} jobs (py-spy, "
-                  f"{profile['samples']} samples of its busy threads; `ssl` includes threads waiting "
+        lines += ["", f"Where the operator's time goes at {profile.get('jobs', last['jobs'])} jobs, "
+                  "in a pass of its own whose times are not published (py-spy slows what it "
+                  f"watches on 2 cores): {profile['samples']} samples of its busy threads; `ssl` "
+                  "includes threads waiting "
                   "for the API server's answers): by the library the sample is in, "
                   + ", ".join(f"{k} {_pct(v)}" for k, v in profile["self_by_library"].items())
                   + "; by the operator's own functions, with what they call, "
@@ -298,6 +300,12 @@ def render(results: Figures, out: Path) -> str:
         *_later_runs(about),
     ]
     lines += ["## Targets", "", *targets.table(results, kind_faults.load()), ""]
+    # Cluster figures lead where the claim is about clusters: real pods on kind, then the local
+    # backend's process groups, each section saying where it ran.
+    if faults := kind_faults.load():
+        lines += kind_faults.section(faults)
+    if kind := kind_figures.load():
+        lines += kind_figures.section(kind)
     if "intervals" in results:
         figures = results["intervals"]
         goodput_plot(figures, img / "goodput-vs-interval.png")
@@ -317,7 +325,7 @@ def render(results: Figures, out: Path) -> str:
             lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
     if "recovery" in results:
         lines += _recovery_section(results["recovery"])
-    lines += report_snapshot.peer_section()
+    lines += report_snapshot.peer_section(results.get("recovery"))
     if "detection" in results:
         lines += ["## Detection (local backend): the fault to the planner's decision", "",
                   "| fault | decisions | median | max | the same fault without Phalanx | ratio |",
@@ -342,11 +350,6 @@ def render(results: Figures, out: Path) -> str:
                   "| --- | --- | --- | --- | --- |"]  # fmt: skip
         lines += _api_rows(results["api"]["series"])
         lines.append("")
-    if faults := kind_faults.load():
-        lines += kind_faults.section(faults)
-    kind = kind_figures.load()
-    if kind:
-        lines += kind_figures.section(kind)
     text = "\n".join(lines)
     out.write_text(text)
     return text
@@ -365,7 +368,6 @@ def main() -> int:
 
 def publish(results: Figures, out: Path, readme: Path) -> str:
     """The report at `out` and the README's table, from the same figures; the report's text."""
-    results = report_snapshot.with_side_runs(results)
     text = render(results, out)
     readme_table.rewrite(readme, readme_table.table(results, kind_faults.load()))
     return text

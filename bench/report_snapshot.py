@@ -75,25 +75,15 @@ def section(suite: Figures | None) -> list[str]:
     return lines
 
 
-RECOVERY_LARGE = Path(__file__).resolve().parent / "results" / "suite" / "recovery-large.json"
-"""`python -m bench.recovery --only worker-large,node-large-fsdp,torchrun-large` (beside the
-suite: its full recovery run takes 40 minutes)."""
-
-
-def with_side_runs(results: Figures) -> Figures:
-    """`results` with the recovery-large side run, when there is one (for the targets)."""
-    if not RECOVERY_LARGE.exists():
-        return results
-    return {**results, "recovery-large": json.loads(RECOVERY_LARGE.read_text())}
-
-
-def peer_section() -> list[str]:
+def peer_section(recovery: Figures | None) -> list[str]:
     """Recovery at 117.5 M parameters with state to load: a DDP worker killed (its pod's memory),
     an FSDP node lost with a hot spare (the lost rank's shard from its buddy's memory), and
-    torchrun beside them, one run."""
-    if not RECOVERY_LARGE.exists():
+    torchrun beside them, from the suite's recovery run (its scenarios that record where each
+    new epoch loaded its state from)."""
+    scenarios = {name: s for name, s in (recovery or {}).get("scenarios", {}).items()
+                 if name.endswith("-large") and "sources" in s}  # fmt: skip
+    if "node-large-fsdp" not in scenarios:
         return []
-    scenarios = json.loads(RECOVERY_LARGE.read_text())["scenarios"]
     lines = [
         "## Recovery with state to load: 117.5 M parameters, a peer's memory (local backend)",
         "",
@@ -102,8 +92,8 @@ def peer_section() -> list[str]:
         "snapshot; torchrun's worker is killed 25 s after its first step, before its first "
         "checkpoint (every 20 steps), so it starts afresh: not like for like in what it loads, "
         "beside for scale only. Resumed from: where the new epoch's ranks loaded the state "
-        "(memory: its pod's; peer: sent by another pod's rank; storage: DCP). One run of "
-        "`python -m bench.recovery --only worker-large,node-large-fsdp,torchrun-large`.",
+        "(memory: its pod's; peer: sent by another pod's rank; storage: DCP). The 117.5 M rows "
+        "of the recovery run above.",
         "",
         "| fault | failures | p50 | max | resumed from | p50 / DDP worker kill |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -117,7 +107,4 @@ def peer_section() -> list[str]:
         ratio = f"{s['p50'] / worker:.2f}x" if worker else "-"
         lines.append(f"| {s['what']} | {len(s['seconds'])} | {s['p50']:.2f} s "
                      f"| {max(s['seconds']):.2f} s | {sources or '-'} | {ratio} |")  # fmt: skip
-    lines += ["", "Where the seconds go (medians, the new epoch's rank 0 from the fault on):", ""]
-    lines += [f"- {s['what']}: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["parts"].items())
-              for s in scenarios.values() if s["parts"]]  # fmt: skip
     return [*lines, ""]

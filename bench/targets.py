@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import stats
-from bench.report_format import PROFILED_CAVEAT
 from phalanx.operator.metrics import RECONCILE_BUCKETS
 
 Figures = dict[str, Any]
@@ -272,9 +271,9 @@ def _nofail_vs_torchrun(results: Figures, _: KindRecords) -> list[Measured]:
 
 
 def _fsdp_node_lost(results: Figures, _: KindRecords) -> list[Measured]:
-    """The FSDP node lost against the DDP worker kill at 117.5 M parameters, from the side run
-    the report adds (`report_snapshot.with_side_runs`)."""
-    scenarios = (results.get("recovery-large") or {}).get("scenarios", {})
+    """The FSDP node lost against the DDP worker kill at 117.5 M parameters, both from the
+    suite's recovery run."""
+    scenarios = (results.get("recovery") or {}).get("scenarios", {})
     fsdp, ddp = scenarios.get("node-large-fsdp"), scenarios.get("worker-large")
     if not fsdp or not ddp or fsdp["p50"] is None or ddp["p50"] is None:
         return []
@@ -308,9 +307,8 @@ def _pods_created_vs(system: str, within: float) -> Checker:
         if last is None or theirs is None:
             return []
         ratio = last["all_created"] / theirs["all_created"]
-        unlike = PROFILED_CAVEAT if "profile" in last else ""
         return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
-                         f"({ratio:.2f}x) at {last['jobs']} jobs{unlike}",
+                         f"({ratio:.2f}x) at {last['jobs']} jobs",
                          _at_jobs(ratio <= within, last))]  # fmt: skip
 
     return check

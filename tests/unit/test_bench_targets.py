@@ -120,11 +120,11 @@ def test_issue_32_targets_compare_with_torchrun_and_with_the_ddp_worker_kill() -
     assert by_id({"intervals": {"runs": runs}})["goodput-nofail-vs-torchrun"] == [True, False]
     scenario = {"p50": 2.0, "seconds": [2.0, 2.0], "sources": ["peer", "peer"]}
     side = {"scenarios": {"worker-large": {"p50": 1.0}, "node-large-fsdp": scenario}}
-    assert by_id({"recovery-large": side})["fsdp-node-lost-from-peer"] == [True]
+    assert by_id({"recovery": side})["fsdp-node-lost-from-peer"] == [True]
     scenario |= {"sources": ["peer", "storage"]}
-    assert by_id({"recovery-large": side})["fsdp-node-lost-from-peer"] == [False]
+    assert by_id({"recovery": side})["fsdp-node-lost-from-peer"] == [False]
     scenario |= {"sources": ["peer", "peer"], "p50": 2.1}
-    assert by_id({"recovery-large": side})["fsdp-node-lost-from-peer"] == [False]
+    assert by_id({"recovery": side})["fsdp-node-lost-from-peer"] == [False]
 
 
 def test_controlplane_targets_read_the_largest_count_and_rss_in_megabytes() -> None:
