@@ -161,7 +161,7 @@ bench-tools: binaries ## Build kube-scheduler, kwok and Kubeflow's training oper
 	bash tests/tools/cluster-tools.sh kwok training-operator
 
 .PHONY: bench
-bench: $(SETUP) bench-tools ## Every benchmark, full mode (71 min on 2 cores): bench/results/suite/*.json and docs/benchmarks.md with plots
+bench: $(SETUP) bench-tools ## Every benchmark, full mode (115 min on 2 cores): bench/results/suite/*.json and docs/benchmarks.md with plots
 	$(PYTHON) -m bench --full
 
 .PHONY: bench-quick

@@ -63,7 +63,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
             900,
         ),
     },
-    # The full mode fits a working session on 2 cores (71 minutes measured at b249c70, 37 of
+    # The full mode fits a working session on 2 cores (115 minutes measured at 0cb77aa, 53 of
     # them the intervals): three repeats of every goodput figure, the 300 s and 600 s intervals
     # derived from the measured terms rather than run three times.
     "full": {
