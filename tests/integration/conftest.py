@@ -71,4 +71,6 @@ def podgroup_crd(control_plane: ControlPlane) -> Iterator[None]:
     control_plane.kubectl_run("apply", "-f", str(PODGROUP_CRD))
     control_plane.wait_established(PODGROUP_CRD)
     yield
-    control_plane.kubectl_run("delete", "-f", str(PODGROUP_CRD), "--wait=false")
+    # Wait for the deletion: a CRD still Terminating when the next test applies it swallows that
+    # apply, then vanishes, and the next test's wait for Established can never succeed.
+    control_plane.kubectl_run("delete", "-f", str(PODGROUP_CRD), "--wait=true", "--timeout=60s")
