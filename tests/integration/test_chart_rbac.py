@@ -4,7 +4,7 @@ nothing they do is refused.
 
 Covers: the chart's ServiceAccounts, ClusterRoles, Roles and bindings (operator.namespaces set,
 so the per-namespace Roles and the cluster-scoped ClusterRole); the operator runs a gang job
-through a restart, suspend and resume to success and TTL deletion, with a PodGroup per epoch
+through a restart, suspend and resume to success and TTL deletion, with the job's PodGroup
 and its children (Service, ServiceAccount, Role, RoleBinding, Lease: the escalation check),
 under OwnerReferencesPermissionEnforcement, and no kopf or operator log says it was refused;
 the API service lists, creates, gets, scales, suspends, resumes, deletes and reads a job's
@@ -189,7 +189,7 @@ def test_the_operator_runs_a_job_through_its_life_with_only_the_charts_rights(
         cluster.wait_status("rbac", lambda s: s.get("phase") == "Running", "Running again")
         custom = k8s.CustomObjectsApi(kube_client)
         group = custom.get_namespaced_custom_object(
-            "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "rbac-2"
+            "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "rbac"
         )
         assert group["spec"]["minMember"] == 4
 

@@ -118,6 +118,8 @@ def child_writes(
         subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=name, namespace=namespace)])  # fmt: skip
     group = {"apiVersion": "/".join(PODGROUPS[:2]), "kind": "PodGroup", "metadata": {"name": name},
              "spec": {"minMember": 1}}  # fmt: skip
+    budget = k8s.V1PodDisruptionBudget(metadata=meta, spec=k8s.V1PodDisruptionBudgetSpec(
+        max_unavailable=0, selector=k8s.V1LabelSelector(match_labels={"phalanx.dev/job": name})))  # fmt: skip
     kw: dict[str, Any] = {"dry_run": dry_run} if dry_run else {}
     core, rbac = k8s.CoreV1Api, k8s.RbacAuthorizationV1Api
     leases, custom = k8s.CoordinationV1Api, k8s.CustomObjectsApi
@@ -139,6 +141,10 @@ def child_writes(
             name, namespace, leases(api).read_namespaced_lease(name, namespace), **kw),
         "create podgroups": lambda api: custom(api).create_namespaced_custom_object(
             *PODGROUPS[:2], namespace, PODGROUPS[2], group, **kw),
+        "patch podgroups": lambda api: custom(api).patch_namespaced_custom_object(
+            *PODGROUPS[:2], namespace, PODGROUPS[2], name, {"spec": {"minMember": 2}}, **kw),
+        "create poddisruptionbudgets": lambda api: k8s.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+            namespace, budget, **kw),
         "delete pods": lambda api: core(api).delete_namespaced_pod(name, namespace, **kw),
     }  # fmt: skip
 
@@ -167,6 +173,10 @@ def test_every_child_write_is_refused_in_an_excluded_namespace(
     rbac = k8s.RbacAuthorizationV1Api(kube_client)
     rbac.create_namespaced_role(EXCLUDED, k8s.V1Role(metadata=meta, rules=[k8s.V1PolicyRule(
         api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get"])]))  # fmt: skip
+    custom = k8s.CustomObjectsApi(kube_client)
+    custom.create_namespaced_custom_object(*PODGROUPS[:2], EXCLUDED, PODGROUPS[2], {
+        "apiVersion": "/".join(PODGROUPS[:2]), "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"minMember": 1}})  # fmt: skip
 
     def refusal(what: str) -> str | None:
         """The API server's words when it refused `what`; None when it let it through."""
@@ -186,7 +196,8 @@ def test_every_child_write_is_refused_in_an_excluded_namespace(
             assert "operator.excludedNamespaces" in words, words
         granted = {verb for (_, resource), verbs in OPERATOR_RIGHTS.items()
                    if resource in {"pods", "services", "serviceaccounts", "roles", "rolebindings",
-                                   "leases", "podgroups"} for verb in set(verbs) & WRITES}  # fmt: skip
+                                   "leases", "podgroups", "poddisruptionbudgets"}
+                   for verb in set(verbs) & WRITES}  # fmt: skip
         assert granted == {what.split()[0] for what in writes}, "a granted write not tried"
         k8s.CoreV1Api(operator.api).list_namespaced_pod(EXCLUDED)  # reads stay allowed
         k8s.CoreV1Api(operator.api).create_namespaced_event(EXCLUDED, k8s.CoreV1Event(
@@ -197,3 +208,4 @@ def test_every_child_write_is_refused_in_an_excluded_namespace(
         core.delete_namespaced_pod(name, EXCLUDED, grace_period_seconds=0)
         leases.delete_namespaced_lease(name, EXCLUDED)
         rbac.delete_namespaced_role(name, EXCLUDED)
+        custom.delete_namespaced_custom_object(*PODGROUPS[:2], EXCLUDED, PODGROUPS[2], name)

@@ -105,6 +105,7 @@ def test_the_operator_reads_every_setting_the_chart_sets(
             "operator.namespaces={team-b,team-a}",
             "operator.nccl.NCCL_SOCKET_IFNAME=eth0",
             "operator.nccl.NCCL_IB_HCA=mlx5",
+            "operator.unhealthyNodeLabels.example\\.com/health={Failing,Replace}",
             "operator.growCooldownSeconds=12.5",
             "operator.resyncSeconds=15",
         ),
@@ -118,6 +119,7 @@ def test_the_operator_reads_every_setting_the_chart_sets(
     settings = OperatorSettings()
     assert settings.namespaces == ["team-a", "team-b"]
     assert settings.nccl_defaults == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5"}
+    assert settings.unhealthy_labels() == {"example.com/health": frozenset({"Failing", "Replace"})}
     assert settings.grow_cooldown_seconds == 12.5
     assert settings.resync_seconds == 15
     assert settings.metrics_port == 8080

@@ -54,7 +54,20 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
         "update": "held to grant it in the job's Role (children.py role): escalation check",
         "patch": "execute.py _assign (the assignment), _delete_pods (drops agents' reports)",
     },
-    ("scheduling.x-k8s.io", "podgroups"): {"create": "execute.py _create_custom pod_group"},
+    ("policy", "poddisruptionbudgets"): {"create": "execute.py _ensure_children disruption_budget"},
+    ("kueue.x-k8s.io", "workloads"): {
+        "list": "handlers.py kopf.index workloads_by_job",
+        "watch": "handlers.py kopf.index workloads_by_job",
+        "create": "kueue.py Workloads.ensure",
+        "patch": "kueue.py Workloads.ensure (spec.active)",
+        "get": "kueue.py Workloads._replace_status",
+    },
+    ("kueue.x-k8s.io", "workloads/status"): {"update": "kueue.py Workloads._replace_status"},
+    ("scheduling.x-k8s.io", "podgroups"): {
+        "create": "execute.py _ensure_pod_group pod_group",
+        "patch": "execute.py _ensure_pod_group (minMember)",
+    },
+    ("scheduling.k8s.io", "priorityclasses"): {"get": "kueue.py Workloads._priority"},
     ("", "nodes"): {
         "list": "handlers.py kopf.index all_nodes",
         "watch": "handlers.py kopf.index all_nodes",
@@ -166,13 +179,15 @@ def test_watching_namespaces_makes_roles_there_and_keeps_only_cluster_rights_clu
     assert sorted(r["metadata"]["namespace"] for r in namespaced) == [
         "phalanx-system", "team-a", "team-b"
     ]  # fmt: skip
-    assert set(rights(cluster)) == {
+    cluster_scoped = {
         ("", "nodes"),
+        ("scheduling.k8s.io", "priorityclasses"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
         ("", "namespaces"),
     }
+    assert set(rights(cluster)) == cluster_scoped
     for role in namespaced:
-        assert not {("", "nodes"), ("", "namespaces")} & set(rights([role]))
+        assert not cluster_scoped & set(rights([role]))
     watched = [r for r in roles if r["metadata"]["name"] != "phalanx-operator-leader"]
     assert rights(watched) == expected({**OPERATOR_RIGHTS, **OPERATOR_NAMESPACED_MODE_RIGHTS})
     bindings = of_kind(manifests, "RoleBinding")

@@ -146,7 +146,7 @@ def test_every_child_is_valid_at_the_limit() -> None:
         builder.service_account(job),
         builder.role(job),
         builder.role_binding(job),
-        builder.pod_group(job, epoch, names.MAX_NODES),
+        builder.pod_group(job, names.MAX_NODES),
     ]
     for obj in (pod, standby, warm, *others):
         name = obj["metadata"]["name"]

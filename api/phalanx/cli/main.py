@@ -78,6 +78,7 @@ def _fault_plan(
     kill_rank: list[str],
     hang_node_at: list[str],
     slow_node_at: list[str],
+    drain_node_at: list[str],
     slowdown: float,
     fault_node: int | None,
     capacity_schedule: list[str],
@@ -89,6 +90,9 @@ def _fault_plan(
     ] + [
         Fault("slow-node", node_rank=fault_node, slowdown=slowdown, **_when(w, "--slow-node-at"))
         for w in slow_node_at
+    ] + [
+        Fault("drain-node", node_rank=fault_node, **_when(w, "--drain-node-at"))
+        for w in drain_node_at
     ]  # fmt: skip
     if any(f.kind == "slow-node" and f.phase is not None for f in faults):
         raise typer.BadParameter(
@@ -171,6 +175,15 @@ def run(
             "1/--slowdown of the time, a straggler.",
         ),
     ] = [],  # noqa: B006
+    drain_node_at: Annotated[
+        list[str],
+        typer.Option(
+            "--drain-node-at",
+            metavar="WHEN",
+            help="Cordon a node for maintenance at WHEN (as for --kill-node-at): the job saves "
+            "and moves its rank off (a spare, or a shrink), then the machine leaves.",
+        ),
+    ] = [],  # noqa: B006
     slowdown: Annotated[
         float, typer.Option(min=1.5, help="How many times slower --slow-node-at makes a node.")
     ] = 4.0,
@@ -194,8 +207,9 @@ def run(
     console = Console(stderr=as_json, highlight=False)
     job = _load(file, console)
     faults = _fault_plan(
-        kill_node_at, kill_rank, hang_node_at, slow_node_at, slowdown, fault_node, capacity_schedule
-    )
+        kill_node_at, kill_rank, hang_node_at, slow_node_at, drain_node_at, slowdown, fault_node,
+        capacity_schedule,
+    )  # fmt: skip
     options = RunOptions(
         workdir=workdir or Path(".phalanx", "runs", job.metadata.name or "job"),
         capacity=capacity,

@@ -87,6 +87,13 @@ class ConditionReason(StrEnum):
     """SlowRanks: leaving the slow ranks' nodes would leave fewer node pods than replicas.min."""
     NO_SLOW_RANKS = "NoSlowRanks"
     """SlowRanks cleared: no rank is a straggler any more."""
+    WAITING_FOR_ADMISSION = "WaitingForAdmission"
+    """Suspended: Kueue has not admitted the job's Workload (yet, or again)."""
+    EVICTED_BY_KUEUE = "EvictedByKueue"
+    """Suspended: Kueue evicts the job's Workload (preempted, deactivated...): it stops and
+    waits to be admitted again."""
+    KUEUE_NOT_SERVED = "KueueNotServed"
+    """ConfigurationError: the job names a Kueue queue, but the cluster serves no Workloads."""
     REFUSED_BY_API_SERVER = "RefusedByAPIServer"
     """ConfigurationError: the API server refused one of the job's objects as Invalid."""
     SPEC_CHANGED = "SpecChanged"
@@ -113,6 +120,9 @@ class EpochReason(StrEnum):
     """Capacity returned."""
     SCALE = "Scale"
     """The desired size went down (`kubectl scale`)."""
+    DRAIN = "Drain"
+    """The cluster is taking a node away (cordoned, drained, tainted or labelled unhealthy):
+    its ranks saved their step and left it, for a hot spare or a smaller gang."""
 
 
 class FailureReason(StrEnum):

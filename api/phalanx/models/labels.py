@@ -32,6 +32,10 @@ phalanx.operator.builder.agent)."""
 AGENT_REPORT_PREFIX: Final = "agent.phalanx.dev/"
 """`agent.phalanx.dev/<pod>` annotations on the heartbeat Lease: each agent's JSON `AgentReport`."""
 
+KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
+"""On a TrainingJob: the Kueue LocalQueue that admits it, through a Workload the operator makes
+(phalanx.operator.planner.queueing)."""
+
 ROLE_NODE: Final = "node"
 ROLE_STANDBY: Final = "standby"
 

@@ -127,9 +127,20 @@ def service_account_name(job: str) -> str:
     return f"{job}-phalanx"
 
 
-def pod_group_name(job: str, epoch: int) -> str:
-    """The epoch's PodGroup, also the value of the pods' pod-group label."""
-    return f"{job}-{epoch}"
+def disruption_budget_name(job: str) -> str:
+    """The PodDisruptionBudget that holds evictions off the node pods while they move."""
+    return job
+
+
+def workload_name(job: str) -> str:
+    """The Kueue Workload through which a queued job is admitted."""
+    return job
+
+
+def pod_group_name(job: str) -> str:
+    """The job's PodGroup, also the value of its node pods' pod-group label, in every epoch: a
+    replacement pod joins the group its carried-over peers are in."""
+    return job
 
 
 def event_name_prefix(job: str) -> str:

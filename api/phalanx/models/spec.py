@@ -293,8 +293,9 @@ class TrainingJobSpec(SpecModel):
     """NCCL settings, merged over the cluster defaults."""
 
     gang: bool = False
-    """Schedule each epoch all-or-nothing: an epoch's PodGroup (scheduler-plugins'
-    scheduling.x-k8s.io) with minMember = its node count, for the gang scheduler named in
+    """Schedule each epoch all-or-nothing: the job's PodGroup (scheduler-plugins'
+    scheduling.x-k8s.io) with minMember = the epoch's node count, which the pods of every epoch
+    join (a replacement joins its carried-over peers), for the gang scheduler named in
     schedulerName (required). Where the cluster serves no PodGroup, the job runs without one and
     says so in a GangSchedulingUnavailable event. Reaches: every program."""
 

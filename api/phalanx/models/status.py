@@ -156,7 +156,7 @@ class EpochState(KubeModel):
     """Backoff: the epoch's pods are not created before this time."""
 
     reason: str | None = None
-    """Why the epoch started: Created, Restart, Shrink, Grow, Scale, Resumed."""
+    """Why the epoch started: Created, Restart, Shrink, Grow, Scale, Drain, Resumed."""
 
     ranks: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     """Pods of earlier epochs that run this one in place (in-place restart), by name: their node
@@ -164,6 +164,11 @@ class EpochState(KubeModel):
 
     standbys: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     """Standby pods of earlier epochs kept for this one, by name: their index in this epoch."""
+
+    moving: dict[str, str] = Field(default_factory=dict)
+    """Node pods of this epoch stopped gracefully because their node is leaving (a planned
+    disruption), by name: why. Their end, gone or exited, is no failure: the next epoch runs
+    without them."""
 
 
 class TrainingJobStatus(KubeModel):
@@ -251,7 +256,13 @@ class TrainingJobStatus(KubeModel):
     """Kubernetes nodes where stragglers ran; later epochs are kept off them."""
 
     start_time: datetime | None = None
-    """When the job first started running."""
+    """When the job started running, or was last resumed: as a batch Job's, it is reset when a
+    suspended job resumes, so activeDeadlineSeconds counts from the last resume (time suspended
+    never counts)."""
+
+    active_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """Time the job ran before it was last suspended (its goodput's wall time adds the time
+    since `start_time`)."""
 
     completion_time: datetime | None = None
     """When the job succeeded or failed."""

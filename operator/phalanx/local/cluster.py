@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -67,6 +67,8 @@ class LocalPod:
     """Set when the command cannot start (a configuration error, as on a cluster)."""
     deleting_since: float | None = None
     """time.monotonic() of the delete request."""
+    stop_deadline: datetime | None = None
+    """A graceful delete's end: when its processes are killed (`LocalCluster.grace_seconds`)."""
     avoid: tuple[str, ...] = ()
     """Nodes it must not run on (where stragglers ran), as the operator's node affinity says."""
 
@@ -106,6 +108,7 @@ class LocalPod:
             phase=self.phase,
             node_name=self.node,
             deleting=self.deleting_since is not None,
+            stop_deadline=self.stop_deadline,
             created=self.created,
             exit_code=self.exit_code,
             terminated_reason="Error" if self.exit_code not in (None, 0) else None,
@@ -122,6 +125,9 @@ class LocalCluster:
     grace_seconds: float = 5.0
     nodes: dict[str, bool] = field(default_factory=dict)
     """Node name -> Ready."""
+    cordoned: dict[str, str] = field(default_factory=dict)
+    """Nodes being drained for maintenance -> why: nothing new is bound there, and each leaves
+    the cluster once no pod holds it."""
     pods: dict[str, LocalPod] = field(default_factory=dict)
     _next_node: int = 0
     _throttler: Throttler | None = None
@@ -171,6 +177,11 @@ class LocalCluster:
             if pod.node == node and pod.holds_node:
                 self.kill(pod, reason)
 
+    def cordon(self, node: str, reason: str) -> None:
+        """Drain `node` for maintenance: no pod is bound there any more, the job sees it going
+        (`NodeView.leaving`) and moves its ranks off, and the machine leaves once it is free."""
+        self.cordoned[node] = reason
+
     def slow_node(self, node: str, slowdown: float) -> None:
         """The machine slows down: its processes, now and later, get 1/`slowdown` of the CPU."""
         if self._throttler is None:
@@ -200,6 +211,7 @@ class LocalCluster:
         if force and pod.alive and pod.process is not None:
             processes.signal_tree(pod.process.pid, signal.SIGKILL)
         elif pod.alive and pod.process is not None:
+            pod.stop_deadline = datetime.now(UTC) + timedelta(seconds=self.grace_seconds)
             with contextlib.suppress(ProcessLookupError):
                 pod.process.send_signal(signal.SIGTERM)
         else:
@@ -255,7 +267,10 @@ class LocalCluster:
 
     def _schedule(self) -> None:
         held = {p.node for p in self.pods.values() if p.holds_node}
-        free = [n for n in self.ready_nodes if n not in held]
+        for drained in [n for n in self.cordoned if n not in held]:  # it leaves
+            self.nodes.pop(drained, None)
+            del self.cordoned[drained]
+        free = [n for n in self.ready_nodes if n not in held and n not in self.cordoned]
         waiting = sorted(
             (p for p in self.pods.values() if p.node is None and p.deleting_since is None),
             key=lambda p: (p.role != "node", p.epoch, p.rank),
@@ -299,7 +314,10 @@ class LocalCluster:
             del self.nodes[node]  # a lost node no pod refers to any more is forgotten
         return Observed(
             pods=tuple(p.view() for p in self.pods.values()),
-            nodes={name: NodeView(name, ready) for name, ready in self.nodes.items()},
+            nodes={
+                name: NodeView(name, ready, leaving=self.cordoned.get(name))
+                for name, ready in self.nodes.items()
+            },
             heartbeat=heartbeat,
         )
 

@@ -33,10 +33,14 @@ from phalanx.operator.planner import (
     EmitEvent,
     EnsureChildren,
     EnsurePodGroup,
+    EnsureWorkload,
     Executor,
+    FinishWorkload,
+    MarkPodsReady,
     ObserveRecovery,
     PatchStatus,
     Plan,
+    ReleaseQuota,
 )
 
 
@@ -96,6 +100,8 @@ class LocalExecutor(Executor):
                     self.record(event.at(now))
                 case EnsureChildren() | EnsurePodGroup() | DeleteJob():
                     pass  # children, PodGroups, TTL deletion: no meaning on one machine
+                case EnsureWorkload() | ReleaseQuota() | MarkPodsReady() | FinishWorkload():
+                    pass  # no Kueue on one machine: the planner refuses a queued job there
                 case _:
                     assert_never(action)
 

@@ -14,9 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-FaultKind = Literal["kill-node", "kill-rank", "hang-node", "hang-rank", "slow-node"]
+FaultKind = Literal["kill-node", "kill-rank", "hang-node", "hang-rank", "slow-node", "drain-node"]
 """hang-node freezes every process of a node pod (its agent too: the node falls silent);
-hang-rank freezes one worker and leaves its agent running (a hung collective, a stuck kernel)."""
+hang-rank freezes one worker and leaves its agent running (a hung collective, a stuck kernel);
+drain-node cordons the node for maintenance (a planned disruption: the job moves off it, then
+the machine leaves)."""
 
 _DURATION = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

@@ -68,6 +68,10 @@ def strike(
             if pod.node is None:
                 return None
             cluster.slow_node(pod.node, fault.slowdown)
+        case "drain-node":
+            if pod.node is None:
+                return None
+            cluster.cordon(pod.node, "cordoned (injected: drain-node)")
     return record
 
 
@@ -89,6 +93,7 @@ def describe(record: InjectedFault) -> str:
         "hang-node": "SIGSTOPped the node",
         "hang-rank": f"SIGSTOPped worker rank {record.rank} on",
         "slow-node": "throttled the CPU of the node",
+        "drain-node": "cordoned, to drain it, the node",
     }[record.kind]
     where = f"{what} {record.node} ({record.pod})"
     return where + (f" as it entered {record.phase}" if record.phase else "")

@@ -26,7 +26,7 @@ class InjectedFault(KubeModel):
     """A failure the run injected (`--kill-node-at`, `--kill-rank`, `--hang-node-at`)."""
 
     kind: str
-    """kill-node, kill-rank, hang-node, hang-rank or slow-node."""
+    """kill-node, kill-rank, hang-node, hang-rank, slow-node or drain-node."""
 
     time: datetime
     """When it struck."""

@@ -17,7 +17,6 @@ plan records it as a ConfigurationError (the planner decides what it means; see
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 from collections.abc import Callable, Mapping
@@ -34,8 +33,10 @@ from phalanx.models.events import JobEvent
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import assignment_lease_name, event_name_prefix, lease_name
 from phalanx.operator import builder, planner
+from phalanx.operator.answers import api_message, refuses_for_good, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
+from phalanx.operator.kueue import Workloads
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
     Action,
@@ -48,16 +49,17 @@ from phalanx.operator.planner import (
     EmitEvent,
     EnsureChildren,
     EnsurePodGroup,
+    EnsureWorkload,
+    FinishWorkload,
+    MarkPodsReady,
     ObserveRecovery,
     PatchStatus,
     Plan,
+    ReleaseQuota,
 )
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
-INVALID = 422
-FORBIDDEN = 403
-"""The API server's answer to an object it will never accept as it is (Status reason Invalid)."""
 CREATIONS = (EnsureChildren, EnsurePodGroup, CreateNodePod, CreateStandbyPod)
 Manifest = dict[str, Any]
 
@@ -84,33 +86,6 @@ class Applied:
     """A child the API server refused as Invalid; the plan's later creations were skipped."""
 
 
-def _tolerate(error: ApiException, *codes: int) -> None:
-    if error.status not in codes:
-        raise error
-
-
-POD_SECURITY_REFUSAL = "violates PodSecurity"
-"""How the API server's PodSecurity admission words a pod it does not admit (a 403): like an
-Invalid object, the same pod is refused until the template changes. Other 403s (RBAC, a quota)
-are not about the spec and stay errors that are retried."""
-
-
-def refuses_for_good(error: ApiException) -> bool:
-    """Whether the API server refused this very object, so that creating it again is futile."""
-    if error.status == INVALID:
-        return True
-    return error.status == FORBIDDEN and POD_SECURITY_REFUSAL in api_message(error)
-
-
-def api_message(error: ApiException) -> str:
-    """The API server's own words: the Status message in the body, else the HTTP reason."""
-    try:
-        message = json.loads(error.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message or error.reason or error.status)
-
-
 class Executor:
     """Carries out plans with a `kubernetes` client, for every job: `for_job` binds it to one.
     Used from worker threads."""
@@ -123,6 +98,8 @@ class Executor:
         self.custom = k8s.CustomObjectsApi(api)
         self.rbac = k8s.RbacAuthorizationV1Api(api)
         self.coordination = k8s.CoordinationV1Api(api)
+        self.policy = k8s.PolicyV1Api(api)
+        self.workloads = Workloads(api, build)
         self.build = build
         self.metrics = metrics
         self.instance = socket.gethostname()
@@ -170,8 +147,16 @@ class Executor:
                 self._delete_pods(job, names, force)
             case EnsureChildren(epoch=epoch):
                 self._ensure_children(job, epoch)
-            case EnsurePodGroup(epoch=epoch, min_member=size):
-                self._create_custom(job, builder.pod_group(job, epoch, size))
+            case EnsurePodGroup(min_member=size):
+                self._ensure_pod_group(job, size)
+            case EnsureWorkload() as wanted:
+                self.workloads.ensure(job, wanted)
+            case ReleaseQuota(message=message):
+                self.workloads.release_quota(job, message)
+            case MarkPodsReady(ready=ready):
+                self.workloads.mark_pods_ready(job, ready)
+            case FinishWorkload(message=message):
+                self.workloads.finish(job, message)
             case CreateNodePod(
                 epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master, agent=agent
             ):
@@ -215,9 +200,9 @@ class Executor:
 
     def _create(
         self, job: TrainingJob, create: Callable[[Any], object], manifest: Manifest
-    ) -> None:
-        """Create if absent (409 is success); a refusal of the object itself (422, or a pod
-        PodSecurity admission does not admit) raises ChildRefusedError."""
+    ) -> bool:
+        """Create if absent (409 is success: returns False, it existed); a refusal of the object
+        itself (422, or a pod PodSecurity admission does not admit) raises ChildRefusedError."""
         try:
             create(manifest)
         except ApiException as error:
@@ -229,7 +214,9 @@ class Executor:
                     generation=job.metadata.generation,
                 )
                 raise ChildRefusedError(refusal) from error
-            _tolerate(error, 409)
+            tolerate(error, 409)
+            return False
+        return True
 
     def _create_pod(self, job: TrainingJob, manifest: Manifest) -> None:
         key, name = _key(job), manifest["metadata"]["name"]
@@ -238,19 +225,21 @@ class Executor:
         self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), manifest)
         self.expectations.pod_created(key, name)
 
-    def _create_custom(self, job: TrainingJob, manifest: Manifest) -> None:
-        self._create(
-            job,
-            lambda body: self.custom.create_namespaced_custom_object(
-                PODGROUP_GROUP, PODGROUP_VERSION, _ns(job), PODGROUP_PLURAL, body
-            ),
-            manifest,
-        )
+    def _ensure_pod_group(self, job: TrainingJob, min_member: int) -> None:
+        """The job's PodGroup, created once; its minMember set to the epoch's size after."""
+        manifest = builder.pod_group(job, min_member)
+        args = (PODGROUP_GROUP, PODGROUP_VERSION, _ns(job), PODGROUP_PLURAL)
+        if not self._create(
+            job, lambda body: self.custom.create_namespaced_custom_object(*args, body), manifest
+        ):
+            self.custom.patch_namespaced_custom_object(
+                *args, manifest["metadata"]["name"], {"spec": {"minMember": min_member}}
+            )
 
     def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
-        """The job's Service, ServiceAccount, Role, RoleBinding and Leases: once per epoch (a
-        restart makes any that were deleted anew); every time without `epoch` (one was found
-        missing)."""
+        """The job's Service, ServiceAccount, Role, RoleBinding, Leases and disruption budget:
+        once per epoch (a restart makes any that were deleted anew); every time without `epoch`
+        (one was found missing)."""
         key, again = _key(job), epoch is None
         ensured = (job.metadata.uid or "", epoch or 0)
         if not again and self.expectations.children_made(key, ensured):
@@ -281,6 +270,11 @@ class Executor:
             job,
             lambda b: self.coordination.create_namespaced_lease(ns, b),
             builder.assignment_lease(job),
+        )
+        self._create(
+            job,
+            lambda b: self.policy.create_namespaced_pod_disruption_budget(ns, b),
+            builder.disruption_budget(job),
         )
         if not again:
             self.expectations.children_created(key, ensured)
@@ -317,7 +311,7 @@ class Executor:
             try:
                 self.core.delete_namespaced_pod(name, _ns(job), grace_period_seconds=grace)
             except ApiException as error:
-                _tolerate(error, 404)
+                tolerate(error, 404)
         reports = {labels.AGENT_REPORT_PREFIX + name: None for name in names}
         try:  # their agents' reports go with them (a merge patch with null removes a key)
             self.coordination.patch_namespaced_lease(
@@ -325,7 +319,7 @@ class Executor:
                 {"metadata": {"annotations": reports}},
             )  # fmt: skip
         except ApiException as error:
-            _tolerate(error, 404)
+            tolerate(error, 404)
 
     def _delete_job(self, job: TrainingJob) -> None:
         try:
@@ -338,7 +332,7 @@ class Executor:
                 propagation_policy="Background",
             )
         except ApiException as error:
-            _tolerate(error, 404)
+            tolerate(error, 404)
 
     def _emit(
         self, job: TrainingJob, raw: Mapping[str, Any], event: JobEvent, now: datetime

@@ -25,9 +25,11 @@ from pydantic import ValidationError
 from phalanx.models import labels
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import observe
+from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL
 from phalanx.operator.execute import Applied, Executor, StatusConflictError
+from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import ChildRefusal, Observed, PlannerConfig, plan
+from phalanx.operator.planner import ChildRefusal, NodeView, Observed, PlannerConfig, plan
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -50,8 +52,15 @@ class Reconciler:
         self, executor: Executor, metrics: OperatorMetrics, config: PlannerConfig,
         resync_seconds: float, podgroups_supported: bool, api_workers: int = 64,
         may_act: Callable[[], bool] = lambda: True,
+        unhealthy_node_labels: Mapping[str, frozenset[str]] | None = None,
+        kueue: ServedGroup | None = None,
     ) -> None:  # fmt: skip
         self.executor = executor
+        self.kueue = kueue
+        """Whether the cluster serves Kueue's Workloads (jobs that name a queue are admitted by
+        it); asked again while it does not, so Kueue installed after the operator is found."""
+        self.unhealthy_node_labels = dict(unhealthy_node_labels or {})
+        """Node label values that mean the node is being taken away (`observe.leaving`)."""
         self.metrics = metrics
         self.config = config
         self.resync_seconds = resync_seconds
@@ -64,7 +73,7 @@ class Reconciler:
         self._pool = ThreadPoolExecutor(api_workers, thread_name_prefix="phalanx-api")
         self._stale_version: dict[JobKey, str] = {}
         self._refused: dict[JobKey, ChildRefusal] = {}
-        self._node_ready: dict[str, bool] = {}
+        self._node_health: dict[str, tuple[bool, str | None]] = {}
 
     def waker(self, key: JobKey) -> asyncio.Event:
         return self._wakers.setdefault(key, asyncio.Event())
@@ -74,12 +83,14 @@ class Reconciler:
         if key in self._wakers:
             self._wakers[key].set()
 
-    def node_seen(self, name: str, ready: bool) -> None:
-        """A node changed; only a readiness flip concerns the jobs (their pods may run there)."""
-        if self._node_ready.get(name, ready) != ready:
+    def node_seen(self, view: NodeView) -> None:
+        """A node changed; only its readiness and whether it is being taken away concern the
+        jobs (their pods may run there)."""
+        health = (view.ready, view.leaving)
+        if self._node_health.get(view.name, health) != health:
             for waker in self._wakers.values():
                 waker.set()
-        self._node_ready[name] = ready
+        self._node_health[view.name] = health
 
     def close(self) -> None:
         """The operator stopped: release the API threads."""
@@ -92,9 +103,19 @@ class Reconciler:
         self.metrics.forget(*key)
         self.executor.forget(key)
 
+    async def _kueue_served(self, job: TrainingJob) -> bool:
+        """Whether Kueue's Workloads are served; asked again (off the loop) only for a job
+        that names a queue while they were not."""
+        if self.kueue is None:
+            return False
+        if self.kueue.due() and (job.metadata.labels or {}).get(labels.KUEUE_QUEUE):
+            return await asyncio.to_thread(self.kueue.refresh)
+        return self.kueue.served
+
     async def reconcile(
-        self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any
-    ) -> float:
+        self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any,
+        workloads: Any = None,
+    ) -> float:  # fmt: skip
         """One observe -> plan -> execute; returns seconds until the next one is due."""
         raw = dict(body)
         version = raw["metadata"]["resourceVersion"]
@@ -119,6 +140,8 @@ class Reconciler:
             heartbeat=lease.heartbeat if lease else None,
             heartbeat_renewed=lease.renewed if lease else None,
             podgroups_supported=self.podgroups_supported,
+            workloads_supported=await self._kueue_served(job),
+            workload=next(iter((workloads or {}).get(key, ())), None),
             refused=refused,
         )
         started = time.perf_counter()
@@ -194,10 +217,21 @@ def register(
         facts = observe.lease_facts(body)
         return {key: facts} if facts else {}
 
+    @kopf.index(
+        KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL, id="workloads_by_job",
+        labels={labels.JOB: kopf.PRESENT}, registry=registry,
+    )  # fmt: skip
+    async def workloads_by_job(
+        namespace: str | None, body: kopf.Body, **_: Any
+    ) -> dict[JobKey, Any]:
+        key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
+        reconciler.poke(key)
+        return {key: observe.workload_view(body)}
+
     @kopf.index("nodes", id="all_nodes", registry=registry)
     async def all_nodes(body: kopf.Body, **_: Any) -> dict[None, Any]:
-        view = observe.node_view(body)
-        reconciler.node_seen(view.name, view.ready)
+        view = observe.node_view(body, reconciler.unhealthy_node_labels)
+        reconciler.node_seen(view)
         return {None: view}
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
@@ -213,7 +247,10 @@ def register(
         **kwargs: Any,
     ) -> None:
         key = (namespace or "", name)
-        indices = kwargs["pods_by_job"], kwargs["heartbeats_by_job"], kwargs["all_nodes"]
+        indices = (
+            kwargs["pods_by_job"], kwargs["heartbeats_by_job"], kwargs["all_nodes"],
+            kwargs.get("workloads_by_job"),
+        )  # fmt: skip
         waker = reconciler.waker(key)
         try:
             while not stopped:

@@ -3,6 +3,7 @@ and the matching kopf login, both from the same credentials."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import kopf
@@ -10,7 +11,14 @@ from kubernetes import client as k8s
 
 from phalanx.kubeconfig import load_configuration
 
-__all__ = ["api_client", "bearer_token", "connection_info", "has_api_group", "load_configuration"]
+__all__ = [
+    "ServedGroup",
+    "api_client",
+    "bearer_token",
+    "connection_info",
+    "has_api_group",
+    "load_configuration",
+]
 
 
 def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:
@@ -52,7 +60,41 @@ def bearer_token(configuration: k8s.Configuration) -> str | None:
     return value.strip() or None
 
 
-def has_api_group(client: k8s.ApiClient, group: str) -> bool:
-    """Whether the API server serves `group` (e.g. scheduling.x-k8s.io for PodGroups)."""
+def has_api_group(client: k8s.ApiClient, group: str, version: str | None = None) -> bool:
+    """Whether the API server serves `group` (e.g. scheduling.x-k8s.io for PodGroups), and
+    `version` of it where given (kueue.x-k8s.io/v1beta2: an older Kueue serves only v1beta1)."""
     groups = k8s.ApisApi(client).get_api_versions().groups or []
-    return any(g.name == group for g in groups)
+    return any(
+        g.name == group and (version is None or any(v.version == version for v in g.versions or []))
+        for g in groups
+    )
+
+
+class ServedGroup:
+    """Whether the API server serves an API group: asked again, at most every `recheck_seconds`,
+    while it does not, so that a component installed after the operator (Kueue, say) is found
+    without restarting it; once served, it stays so (a CRD removed under running jobs is not a
+    case to handle)."""
+
+    def __init__(
+        self, client: k8s.ApiClient, group: str, version: str | None = None,
+        recheck_seconds: float = 30.0,
+    ) -> None:  # fmt: skip
+        self._client, self._group, self._version = client, group, version
+        self.recheck_seconds = recheck_seconds
+        self.served = False
+        """The last answer."""
+        self._asked_at: float | None = None
+
+    def due(self) -> bool:
+        """Whether `refresh` would ask the API server (not served, and not asked lately)."""
+        if self.served:
+            return False
+        return self._asked_at is None or time.monotonic() - self._asked_at >= self.recheck_seconds
+
+    def refresh(self) -> bool:
+        """Ask the API server if due (it blocks: call it off the event loop); the answer."""
+        if self.due():
+            self._asked_at = time.monotonic()
+            self.served = has_api_group(self._client, self._group, self._version)
+        return self.served

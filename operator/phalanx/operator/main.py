@@ -19,6 +19,7 @@ from prometheus_client import start_http_server
 
 from phalanx.operator import kube
 from phalanx.operator.builder.children import PODGROUP_GROUP
+from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION
 from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler, register
 from phalanx.operator.leader import LeaderElector, own_namespace
@@ -83,9 +84,11 @@ async def _operate(
 ) -> None:  # fmt: skip
     executor = Executor(client, settings.build_settings(), metrics)
     podgroups = await asyncio.to_thread(kube.has_api_group, client, PODGROUP_GROUP)
+    workloads = kube.ServedGroup(client, KUEUE_GROUP, KUEUE_VERSION)
+    await asyncio.to_thread(workloads.refresh)
     reconciler = Reconciler(
         executor, metrics, settings.planner_config(), settings.resync_seconds, podgroups,
-        settings.api_workers, may_act,
+        settings.api_workers, may_act, settings.unhealthy_labels(), workloads,
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
     register(registry, reconciler, lambda: kube.connection_info(configuration))

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from phalanx.models import labels
 from phalanx.models.assignment import AgentReport
 from phalanx.models.heartbeat import Heartbeat
-from phalanx.operator.planner import NodeView, PodView, memory
+from phalanx.operator.builder.workload import POD_SET
+from phalanx.operator.planner import NodeView, PodView, WorkloadView, memory
 from phalanx.operator.planner.observed import Role
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,9 @@ def _stop_deadline(meta: Body, disruption: Body | None) -> datetime | None:
     return deadline
 
 
-def node_view(node: Body) -> NodeView:
-    """A node, whether its Ready condition is True, and its labels."""
+def node_view(node: Body, unhealthy_labels: Mapping[str, frozenset[str]] | None = None) -> NodeView:
+    """A node, whether its Ready condition is True, its labels, and whether the cluster is
+    taking it away (`leaving`)."""
     ready = _condition(node.get("status") or {}, "Ready")
     labels = node["metadata"].get("labels") or {}
     return NodeView(
@@ -122,7 +124,64 @@ def node_view(node: Body) -> NodeView:
         ready=bool(ready and ready["status"] == "True"),
         labels=tuple(sorted(labels.items())),
         gpu_memory=memory.node_gpu_memory(labels),
+        leaving=leaving(node, unhealthy_labels or {}),
     )
+
+
+NODE_LIFECYCLE_TAINTS = frozenset(
+    {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+)
+"""The node controller's own NoExecute taints: a NotReady node, which the planner sees as lost
+(`Observed.on_lost_node`), not as one being drained."""
+
+
+def leaving(node: Body, unhealthy_labels: Mapping[str, frozenset[str]]) -> str | None:
+    """Why the cluster is taking `node` away while it runs, or None: cordoned (`kubectl cordon`,
+    and `kubectl drain` before it evicts), tainted NoExecute by someone other than the node
+    controller (a health checker such as NVSentinel, `node.kubernetes.io/out-of-service`), or
+    carrying a label value the operator is told means unhealthy (`unhealthy_node_labels`, e.g.
+    SageMaker HyperPod's node-health-status). Each is planned: the pods will be evicted."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    for taint in spec.get("taints") or ():
+        if taint.get("effect") == "NoExecute" and taint.get("key") not in NODE_LIFECYCLE_TAINTS:
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"tainted {taint.get('key')}{value}:NoExecute"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key, values in unhealthy_labels.items():
+        if labels.get(key) in values:
+            return f"labelled {key}={labels[key]}"
+    return None
+
+
+def workload_view(workload: Body) -> WorkloadView:
+    """What Kueue decided about a job's Workload: the pods admitted (its node pod set's count,
+    the spec's where the admission gives none) while Admitted is True, an eviction while Evicted
+    is True, whether an admission (quota) is still held, Finished, spec.active and PodsReady."""
+    spec, status = workload.get("spec") or {}, workload.get("status") or {}
+    admission = status.get("admission")
+    evicted, ready = _condition(status, "Evicted"), _condition(status, "PodsReady")
+    admitted = None
+    if admission and _is_true(_condition(status, "Admitted")):
+        sets = [*(admission.get("podSetAssignments") or []), *(spec.get("podSets") or [])]
+        admitted = next((s["count"] for s in sets if s.get("name") == POD_SET and "count" in s),
+                        None)  # fmt: skip
+    return WorkloadView(
+        name=workload["metadata"]["name"],
+        admitted=admitted,
+        evicted=f"{evicted.get('reason')}: {evicted.get('message', '')}".rstrip(": ")
+        if _is_true(evicted) and evicted is not None
+        else None,
+        quota_reserved=admission is not None,
+        finished=_is_true(_condition(status, "Finished")),
+        active=spec.get("active", True) is not False,
+        pods_ready=None if ready is None else _is_true(ready),
+    )
+
+
+def _is_true(condition: Body | None) -> bool:
+    return condition is not None and condition.get("status") == "True"
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,13 @@ class OperatorSettings(BaseSettings):
     hands over at once). It renews every second and stops acting when it could not for 70 % of
     this."""
 
+    unhealthy_node_labels: dict[str, list[str]] = Field(default_factory=dict)
+    """Node labels whose values mean that the node is being taken away, e.g.
+    {"sagemaker.amazonaws.com/node-health-status": ["UnschedulablePendingReplacement",
+    "UnschedulablePendingReboot"]}: a job moves its ranks off such a node as off a cordoned one
+    (checkpoint, then its spare or a shrink), before the pods are evicted. Cordons and NoExecute
+    taints (other than the node controller's) always count."""
+
     standby_command: list[str] = Field(default_factory=lambda: ["sleep", "infinity"])
     """Command of standby pods, which hold capacity for growing back."""
 
@@ -109,6 +116,9 @@ class OperatorSettings(BaseSettings):
             agent_image=self.agent_image,
             agent_image_pull_policy=self.agent_image_pull_policy,
         )
+
+    def unhealthy_labels(self) -> dict[str, frozenset[str]]:
+        return {key: frozenset(values) for key, values in self.unhealthy_node_labels.items()}
 
     def election_times(self) -> ElectionTimes:
         lease = self.leader_lease_seconds

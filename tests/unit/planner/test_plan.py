@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from phalanx.models import TrainingJob
 from phalanx.models.names import MAX_EPOCH
 from phalanx.operator.planner import (
     CreateNodePod,
@@ -182,6 +184,40 @@ def test_suspend_and_resume() -> None:
     assert j.status is not None
     assert (j.status.epoch, j.status.phase) == (2, "Pending")
     assert len(plan.of_type(CreateNodePod)) == 4
+
+
+def suspend(j: TrainingJob, value: bool) -> TrainingJob:
+    return j.model_copy(update={"spec": j.spec.model_copy(update={"suspend": value})})
+
+
+def test_a_job_created_suspended_counts_its_deadline_from_its_resume() -> None:
+    """The batch Job's rule: activeDeadlineSeconds counts from the last resume (startTime is
+    reset then), never while suspended."""
+    j, _ = step(job(suspend=True, activeDeadlineSeconds=60), Observed(), at(0))
+    assert j.status is not None
+    assert (j.status.phase, j.status.start_time) == ("Suspended", None)
+    j, _ = step(suspend(j, False), Observed(), at(100))
+    assert j.status is not None
+    assert j.status.start_time == at(100)
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4))), at(110))
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4))), at(159.9))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    j, _ = step(j, Observed(pods=tuple(pods(1, 4))), at(160))
+    assert j.status is not None
+    assert (j.status.phase, j.status.conditions[-1].reason) == ("Failed", "DeadlineExceeded")
+
+
+def test_time_suspended_is_not_in_goodputs_wall_time() -> None:
+    j = launched()  # started at 0
+    j, _ = step(suspend(j, True), Observed(pods=tuple(pods(1, 4))), at(30))
+    assert j.status is not None
+    assert j.status.active_seconds == 30
+    j = j.model_copy(update={"status": j.status.model_copy(update={"lost_seconds": 4.0})})
+    j, _ = step(suspend(j, False), Observed(), at(1000))
+    j, _ = step(j, Observed(pods=tuple(pods(2, 4))), at(1010))
+    assert j.status is not None
+    assert j.status.goodput == pytest.approx(1 - 4 / 40), "30 s before the suspend, 10 after"
 
 
 def test_deadline_exceeded_fails_the_job() -> None:

@@ -160,10 +160,10 @@ def _standbys_created(job: TrainingJob) -> int:
     return len(plan.of_type(CreateStandbyPod))
 
 
-def _pod_groups(job: TrainingJob) -> list[tuple[int, int]]:
-    """PodGroups (epoch, minMember) ensured, where the cluster serves PodGroups."""
+def _pod_groups(job: TrainingJob) -> list[int]:
+    """The job's PodGroup ensured (its minMember), where the cluster serves PodGroups."""
     _, plan = first_plan(job, Observed(podgroups_supported=True))
-    return [(a.epoch, a.min_member) for a in plan.of_type(EnsurePodGroup)]
+    return [a.min_member for a in plan.of_type(EnsurePodGroup)]
 
 
 SCHEDULER = {"schedulerName": "scheduler-plugins-scheduler"}
@@ -207,5 +207,5 @@ EFFECTS: dict[str, Effect] = {
     ),
     "activeDeadlineSeconds": Effect({"activeDeadlineSeconds": 30}, _phase_at_40s, "Failed"),
     "spares": Effect({"spares": 1}, _standbys_created, 1),
-    "gang": Effect({**SCHEDULER, "gang": True}, _pod_groups, [(1, 4)], SCHEDULER),
+    "gang": Effect({**SCHEDULER, "gang": True}, _pod_groups, [4], SCHEDULER),
 }

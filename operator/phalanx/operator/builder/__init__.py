@@ -8,6 +8,7 @@ without a cluster.
 from phalanx.models.names import lease_name, node_pod_name, service_account_name
 from phalanx.operator.builder.children import (
     assignment_lease,
+    disruption_budget,
     headless_service,
     heartbeat_lease,
     pod_group,
@@ -21,6 +22,7 @@ from phalanx.operator.builder.pods import node_pod, standby_pod
 __all__ = [
     "BuildSettings",
     "assignment_lease",
+    "disruption_budget",
     "headless_service",
     "heartbeat_lease",
     "lease_name",

@@ -1,6 +1,6 @@
 """The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases,
-and the ServiceAccount + Role + RoleBinding that let its pods update the first and read the
-second, and nothing else."""
+the ServiceAccount + Role + RoleBinding that let its pods update the first and read the second,
+and nothing else, and the PodDisruptionBudget of its node pods."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 from phalanx.models import labels
 from phalanx.models.job import API_VERSION, KIND, TrainingJob
 from phalanx.models.names import (
+    MAX_NODES,
     assignment_lease_name,
+    disruption_budget_name,
     lease_name,
     pod_group_name,
     service_account_name,
@@ -56,6 +58,31 @@ def headless_service(job: TrainingJob, master_port: int) -> Manifest:
             "publishNotReadyAddresses": True,
             "selector": {labels.JOB: name},
             "ports": [{"name": "rendezvous", "port": master_port, "targetPort": master_port}],
+        },
+    }
+
+
+def disruption_budget(job: TrainingJob) -> Manifest:
+    """Holds voluntary evictions (`kubectl drain`, the cluster autoscaler's scale-down) off the
+    job's node pods. A drain cordons the node first: the operator sees that, lets the ranks on it
+    save their step, moves them to a spare or shrinks (`planner.disruption`) and deletes the
+    pod, which no budget holds; the drain's retried eviction then finds the pod gone. A pod that
+    is not Ready is evicted at once (AlwaysAllow): no work of its own is saved by waiting. Hot
+    spares are not covered: they have no work to save.
+
+    `minAvailable` is MAX_NODES, more node pods than any job has, so no healthy node pod's
+    eviction is allowed. Not `maxUnavailable: 0`: that (and any percentage) makes the disruption
+    controller read the pods' owner's scale subresource, whose replicas field
+    (spec.replicas.desired) is optional, and it warns on every sync while that is unset."""
+    name = job.metadata.name or ""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": child_metadata(job, disruption_budget_name(name)),
+        "spec": {
+            "minAvailable": MAX_NODES,
+            "selector": {"matchLabels": {labels.JOB: name, labels.ROLE: labels.ROLE_NODE}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
@@ -126,13 +153,16 @@ PODGROUP_PLURAL = "podgroups"
 PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-def pod_group(job: TrainingJob, epoch: int, min_member: int) -> Manifest:
-    """A scheduler-plugins PodGroup: the epoch's pods schedule all together or not at all."""
+def pod_group(job: TrainingJob, min_member: int) -> Manifest:
+    """A scheduler-plugins PodGroup: the job's node pods schedule all together or not at all.
+    One per job, not per epoch: after an in-place restart the pods carried over keep their
+    label, and a replacement must join the group they are in (with one group per epoch it
+    waited alone for a quorum that never came). `min_member` follows the epoch's size."""
     name = job.metadata.name or ""
     return {
         "apiVersion": f"{PODGROUP_GROUP}/{PODGROUP_VERSION}",
         "kind": "PodGroup",
-        "metadata": child_metadata(job, pod_group_name(name, epoch)),
+        "metadata": child_metadata(job, pod_group_name(name)),
         "spec": {
             "minMember": min_member,
             "scheduleTimeoutSeconds": job.spec.failure_policy.schedule_timeout_seconds,

@@ -144,7 +144,7 @@ def node_pod(
         labels.NNODES: str(nodes),
     }
     if pod_group:
-        pod_labels[PODGROUP_LABEL] = pod_group_name(name, epoch)
+        pod_labels[PODGROUP_LABEL] = pod_group_name(name)
     contract = pod_env(job, epoch, rank, nodes, settings, master)
     pod_name = node_pod_name(name, epoch, rank)
     return _gang_pod(job, pod_name, pod_labels, contract, avoid_nodes, settings, agent)

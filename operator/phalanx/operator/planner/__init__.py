@@ -14,10 +14,14 @@ from phalanx.operator.planner.actions import (
     EmitEvent,
     EnsureChildren,
     EnsurePodGroup,
+    EnsureWorkload,
     Executor,
+    FinishWorkload,
+    MarkPodsReady,
     ObserveRecovery,
     PatchStatus,
     Plan,
+    ReleaseQuota,
 )
 from phalanx.operator.planner.observed import (
     ChildRefusal,
@@ -25,6 +29,7 @@ from phalanx.operator.planner.observed import (
     NodeView,
     Observed,
     PodView,
+    WorkloadView,
 )
 from phalanx.operator.planner.plan import PlannerConfig, plan
 
@@ -39,8 +44,11 @@ __all__ = [
     "EmitEvent",
     "EnsureChildren",
     "EnsurePodGroup",
+    "EnsureWorkload",
     "Executor",
+    "FinishWorkload",
     "Heartbeat",
+    "MarkPodsReady",
     "NodeView",
     "ObserveRecovery",
     "Observed",
@@ -48,5 +56,7 @@ __all__ = [
     "Plan",
     "PlannerConfig",
     "PodView",
+    "ReleaseQuota",
+    "WorkloadView",
     "plan",
 ]

@@ -27,10 +27,44 @@ class EnsureChildren:
 
 @dataclass(frozen=True)
 class EnsurePodGroup:
-    """Create, if absent, the epoch's PodGroup with minMember = its node count."""
+    """Create, if absent, the job's PodGroup, and make its minMember the epoch's node count."""
 
-    epoch: int
     min_member: int
+
+
+@dataclass(frozen=True)
+class EnsureWorkload:
+    """Create, if absent, the job's Kueue Workload: one pod set of `count` pods shaped like the
+    job's node pod, at least `min_count` of them (Kueue's partial admission); and make its
+    spec.active `active` (False while the job is suspended: Kueue evicts it and frees its
+    quota, and admits it no more until it is active again)."""
+
+    count: int
+    min_count: int
+    active: bool = True
+
+
+@dataclass(frozen=True)
+class ReleaseQuota:
+    """Hand back the quota of the job's evicted Workload: its pods have all stopped (Kueue's
+    contract with a job's controller: the admission is cleared only then)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class MarkPodsReady:
+    """Tell Kueue whether every node pod of the admitted job runs (the Workload's PodsReady
+    condition, which its waitForPodsReady timeouts read)."""
+
+    ready: bool
+
+
+@dataclass(frozen=True)
+class FinishWorkload:
+    """Mark the job's Workload Finished: the job ended, its quota is free for good."""
+
+    message: str
 
 
 @dataclass(frozen=True)
@@ -126,6 +160,10 @@ class DeleteJob:
 Action = (
     EnsureChildren
     | EnsurePodGroup
+    | EnsureWorkload
+    | ReleaseQuota
+    | MarkPodsReady
+    | FinishWorkload
     | CreateNodePod
     | CreateStandbyPod
     | AssignEpoch

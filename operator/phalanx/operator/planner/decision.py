@@ -146,7 +146,7 @@ class Decision:
             case EpochReason.RESTART:
                 self.set_phase("Restarting")
                 self.set_condition(ConditionType.RESTARTING, True, reason, what)
-            case EpochReason.SHRINK | EpochReason.GROW | EpochReason.SCALE:
+            case EpochReason.SHRINK | EpochReason.GROW | EpochReason.SCALE | EpochReason.DRAIN:
                 self.set_phase("Restarting")
                 self.set_condition(ConditionType.RESIZING, True, reason, what)
             case _:
@@ -214,7 +214,11 @@ class Decision:
         since = self.status.recovering_since
         if since is None:
             return
-        failure_class = self.status.failures[-1].failure_class if self.status.failures else "none"
+        failure_class: str = (
+            self.status.failures[-1].failure_class if self.status.failures else "none"
+        )
+        if self.status.current.reason == EpochReason.DRAIN:
+            failure_class = "planned"  # no failure: a node the cluster took away
         end = self.now
         if until == "pods-running":
             end = self.status.current.running_time or self.now
@@ -248,15 +252,19 @@ class Decision:
         self.status.recovering_since = None
         self.status.failed_at = None
 
+    def active_seconds(self) -> float:
+        """How long the job has run, suspensions left out: its goodput's wall time."""
+        if self.status.start_time is None or self.status.phase == "Suspended":
+            return self.status.active_seconds
+        return self.status.active_seconds + (self.now - self.status.start_time).total_seconds()
+
     def update_goodput(self) -> None:
         """1 - lost / wall time; None for a program that reports no steps (its lost work is not
         known, and a figure would be made up)."""
         if self.progress_unreported:
             self.status.goodput = None
             return
-        if self.status.start_time is None:
-            return
-        wall = (self.now - self.status.start_time).total_seconds()
+        wall = self.active_seconds()
         if wall > 0:
             self.status.goodput = round(
                 min(max(1.0 - self.status.lost_seconds / wall, 0.0), 1.0), 4

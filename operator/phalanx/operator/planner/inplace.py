@@ -61,8 +61,9 @@ def carried_over(
     """For a new epoch of `nodes` ranks after `epoch`: node ranks of the pods that carry over,
     by name (survivors keep their rank if it still exists, then fill the lowest free ranks, then
     hot spares do), and the spare standby pods left over, in order. A pod on a node in `avoid`
-    (where a straggler ran) does not carry over: the job is moving off that node; nor does a
-    pod named in `exclude` (a silent one)."""
+    (where a straggler ran) or on a node the cluster is taking away (`Observed.leaving`) does
+    not carry over: the job is moving off that node; nor does a pod named in `exclude` (a
+    silent one)."""
     survivors = sorted(
         (
             p
@@ -91,7 +92,13 @@ def carried_over(
 def _can_carry(observed: Observed, pod: PodView, avoid: frozenset[str] = frozenset()) -> bool:
     acknowledged = pod.role == "standby" or _acknowledged(pod)
     avoided = pod.node_name is not None and pod.node_name in avoid
-    return pod.reusable and acknowledged and not avoided and not observed.on_lost_node(pod)
+    return (
+        pod.reusable
+        and acknowledged
+        and not avoided
+        and not observed.on_lost_node(pod)
+        and observed.leaving(pod) is None
+    )
 
 
 def runnable_nodes(
@@ -100,8 +107,9 @@ def runnable_nodes(
 ) -> int:  # fmt: skip
     """How many node pods could run a new epoch at once: all of the epoch's ranks except those
     whose machine is gone (a NotReady node, a pod in phase Unknown, an agent presumed gone) or
-    that the job is leaving (on a node in `avoid`), plus ready hot spares off those nodes. A
-    restart at this size needs no wait for a replacement that cannot come."""
+    that the job is leaving (on a node in `avoid`, or one the cluster is taking away), plus
+    ready hot spares off those nodes. A restart at this size needs no wait for a replacement
+    that cannot come."""
     pods = observed.node_pods(epoch)
     gone = sum(
         1
@@ -110,6 +118,7 @@ def runnable_nodes(
         or p.phase == "Unknown"
         or p.name in unresponsive
         or (p.node_name is not None and p.node_name in avoid)
+        or observed.leaving(p) is not None
     )
     spares = sum(1 for p in observed.standby_pods(epoch) if _can_carry(observed, p, avoid))
     return nodes - gone + spares

@@ -93,6 +93,29 @@ class NodeView:
     gpu_memory: int | None = None
     """Bytes of one of its GPUs, from its GPU labels (`memory.node_gpu_memory`), read once when
     the node is observed rather than on every reconcile of every job."""
+    leaving: str | None = None
+    """Why the cluster is taking the node away while it still runs (cordoned or being drained,
+    tainted NoExecute, labelled unhealthy: `observe.leaving`), or None. A planned disruption:
+    the job moves its ranks off the node before their pods are evicted."""
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """The job's Kueue Workload, as far as the planner needs it (`observe.workload_view`)."""
+
+    name: str
+    admitted: int | None = None
+    """Pods Kueue admitted (the node pod set's count) while it is admitted; None otherwise."""
+    evicted: str | None = None
+    """Why Kueue evicts it (its Evicted condition's reason and message) while that is True."""
+    quota_reserved: bool = False
+    """Its status still holds an admission (quota): handed back once the job's pods stopped."""
+    finished: bool = False
+    """Its Finished condition is True: the quota is released for good."""
+    active: bool = True
+    """Its spec.active: False while the job is suspended."""
+    pods_ready: bool | None = None
+    """Its PodsReady condition (None while it has none)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +145,10 @@ class Observed:
     come is a hang, and one that stands still while none come is a channel that is down (an API
     server away): no evidence of a hang. None where no Lease carries it (the local backend)."""
     podgroups_supported: bool = False
+    workloads_supported: bool = False
+    """The cluster serves Kueue's Workloads (kueue.x-k8s.io)."""
+    workload: WorkloadView | None = None
+    """The job's Kueue Workload, where it has one."""
     refused: ChildRefusal | None = None
     """What the executor was refused since the planner last looked; the status keeps it after."""
 
@@ -143,9 +170,17 @@ class Observed:
         node = self.nodes.get(pod.node_name) if pod.node_name else None
         return node is not None and not node.ready
 
+    def leaving(self, pod: PodView) -> str | None:
+        """Why the node `pod` is bound to is being taken away (`NodeView.leaving`), or None."""
+        node = self.nodes.get(pod.node_name) if pod.node_name else None
+        return node.leaving if node is not None and node.ready else None
+
     def newest_epoch(self) -> int:
         """The highest epoch label among the pods, 0 if there are none."""
         return max((p.epoch for p in self.pods), default=0)
 
 
-__all__ = ["ChildRefusal", "Heartbeat", "NodeView", "Observed", "PodPhase", "PodView", "Role"]
+__all__ = [
+    "ChildRefusal", "Heartbeat", "NodeView", "Observed", "PodPhase", "PodView", "Role",
+    "WorkloadView",
+]  # fmt: skip

@@ -16,7 +16,15 @@ from phalanx.models.events import EventReason
 from phalanx.models.job import TrainingJob
 from phalanx.models.names import MAX_EPOCH, node_pod_name
 from phalanx.models.status import ENDED, TrainingJobStatus
-from phalanx.operator.planner import elastic, inplace, lifecycle, memory, startup
+from phalanx.operator.planner import (
+    disruption,
+    elastic,
+    inplace,
+    lifecycle,
+    memory,
+    queueing,
+    startup,
+)
 from phalanx.operator.planner.actions import (
     AssignEpoch,
     CreateNodePod,
@@ -49,16 +57,19 @@ def plan(
         epoch_limit_reached(decision)
     publish_assignment(decision)
     count_spares(decision)
+    queueing.report_readiness(decision)
     return decision.to_plan(previous)
 
 
 def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
     """The decision's starting point. Where the spec gives no GPU memory, the job is decided
-    with its nodes' (`memory.with_node_gpu_memory`)."""
+    with its nodes' (`memory.with_node_gpu_memory`); a queued job, within what Kueue admitted
+    (`queueing.as_admitted`)."""
     status = job.status.model_copy(deep=True) if job.status else TrainingJobStatus()
     seen = inplace.effective(observed, status.epoch, status.nodes, status.current)
     sized = memory.with_node_gpu_memory(job, observed.nodes.values())
-    return Decision(job=sized, observed=seen, now=now, status=status)
+    admitted = queueing.as_admitted(sized, observed.workload)
+    return Decision(job=admitted, observed=seen, now=now, status=status)
 
 
 def publish_assignment(d: Decision) -> None:
@@ -112,11 +123,14 @@ def finished(d: Decision, _: PlannerConfig) -> bool:
 
 
 def suspended(d: Decision, _: PlannerConfig) -> bool:
-    """Suspend deletes every pod; resuming starts a new epoch from the last checkpoint."""
+    """Suspend deletes every pod; resuming starts a new epoch from the last checkpoint. As for a
+    batch Job, resuming resets the start time, so activeDeadlineSeconds counts from the last
+    resume; a job created suspended starts its clock when first resumed."""
     if d.spec.suspend:
         d.delete_pods([p.name for p in d.observed.pods if not p.deleting])
         if d.status.phase != "Suspended":
             d.event(EventReason.SUSPENDED, "job suspended: all pods deleted")
+            d.status.active_seconds = d.active_seconds()
         d.set_phase("Suspended")
         d.status.nodes = 0
         d.status.world_size = 0
@@ -127,6 +141,10 @@ def suspended(d: Decision, _: PlannerConfig) -> bool:
         return True
     if d.status.phase == "Suspended":
         d.set_condition(ConditionType.SUSPENDED, False, ConditionReason.RESUMED)
+        d.status.start_time = d.now  # the batch Job's rule: the active deadline counts anew
+        if d.status.epoch == 0:  # created suspended, or queued: its first epoch starts now
+            d.set_phase("Pending")
+            return False
         d.start_epoch(elastic.target_size(d.spec), reason=EpochReason.RESUMED)
         d.event(
             EventReason.RESUMED, f"job resumed: epoch {d.status.epoch} with {d.status.nodes} nodes"
@@ -235,7 +253,7 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
         return False
     d.actions.append(EnsureChildren(d.status.epoch))
     if d.spec.gang and d.observed.podgroups_supported:
-        d.actions.append(EnsurePodGroup(epoch=d.status.epoch, min_member=d.status.nodes))
+        d.actions.append(EnsurePodGroup(min_member=d.status.nodes))
     elif d.spec.gang and not pods:  # once per epoch: its first pods are created now
         d.event(
             EventReason.GANG_SCHEDULING_UNAVAILABLE,
@@ -280,6 +298,7 @@ def success(d: Decision, _: PlannerConfig) -> bool:
 
 
 LADDER: tuple[Step, ...] = (
+    queueing.queued,
     finished,
     suspended,
     excluded_namespace,
@@ -289,6 +308,7 @@ LADDER: tuple[Step, ...] = (
     retire_previous_epoch,
     refused,
     launch,
+    disruption.drains,
     failures,
     success,
     track_progress,

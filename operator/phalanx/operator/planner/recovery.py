@@ -6,6 +6,7 @@ class, after the class's backoff. Pods whose agent answers carry over into it (s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from phalanx.operator.planner import backoff, elastic, heartbeat, inplace
 from phalanx.operator.planner.classify import Facts, Verdict, classify, restart_class
 from phalanx.operator.planner.config import PlannerConfig, seconds
 from phalanx.operator.planner.decision import Decision
+from phalanx.operator.planner.observed import PodView
 
 CONSEQUENCES = frozenset({
     FailureReason.COLLECTIVE_FAILURE, FailureReason.PREFLIGHT_FAILED,
@@ -108,20 +110,25 @@ def _awaits_graceful_stop(d: Decision, verdicts: list[Verdict]) -> bool:
         v.pod not in stopping and v.reason not in CONSEQUENCES for v in verdicts
     ):
         return False
-    working = [
-        p
-        for p in pods.values()
-        if p.phase == "Running"
-        and p.agent is not None
-        and p.agent.epoch == d.status.epoch
-        and p.agent.state == "running"
-    ]
+    working = workers_running(pods.values(), d.status.epoch)
     deadlines = [pods[name].stop_deadline for name in stopping]
     until = min(t for t in deadlines if t is not None)
     if not working or d.now >= until:
         return False
     d.requeue_at(until)
     return True
+
+
+def workers_running(pods: Iterable[PodView], epoch: int) -> list[PodView]:
+    """Pods whose agent reports the epoch's workers running (a graceful stop waits for them)."""
+    return [
+        p
+        for p in pods
+        if p.phase == "Running"
+        and p.agent is not None
+        and p.agent.epoch == epoch
+        and p.agent.state == "running"
+    ]
 
 
 def _awaits_peers(d: Decision, verdicts: list[Verdict], config: PlannerConfig) -> bool:

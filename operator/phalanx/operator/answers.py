@@ -1,0 +1,40 @@
+"""What the API server's refusals mean for the operator: which answers are success in disguise
+(409 on a create of what exists, 404 on a delete of what is gone), which say that the same
+object will be refused again, and the API server's own words for a condition or an event."""
+
+from __future__ import annotations
+
+import json
+
+from kubernetes.client.exceptions import ApiException
+
+INVALID = 422
+"""The API server's answer to an object it will never accept as it is (Status reason Invalid)."""
+FORBIDDEN = 403
+
+
+def tolerate(error: ApiException, *codes: int) -> None:
+    if error.status not in codes:
+        raise error
+
+
+POD_SECURITY_REFUSAL = "violates PodSecurity"
+"""How the API server's PodSecurity admission words a pod it does not admit (a 403): like an
+Invalid object, the same pod is refused until the template changes. Other 403s (RBAC, a quota)
+are not about the spec and stay errors that are retried."""
+
+
+def refuses_for_good(error: ApiException) -> bool:
+    """Whether the API server refused this very object, so that creating it again is futile."""
+    if error.status == INVALID:
+        return True
+    return error.status == FORBIDDEN and POD_SECURITY_REFUSAL in api_message(error)
+
+
+def api_message(error: ApiException) -> str:
+    """The API server's own words: the Status message in the body, else the HTTP reason."""
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or error.reason or error.status)

@@ -1,0 +1,134 @@
+"""Kueue: a job labelled with a queue holds no pod until its Workload is admitted, runs within
+the admitted pods (partial admission), stops gracefully when evicted and hands the quota back
+once its pods are gone, and resumes at the size of its next admission."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from phalanx.models import TrainingJob
+from phalanx.models.conditions import ConditionType
+from phalanx.operator.planner import (
+    CreateNodePod,
+    CreateStandbyPod,
+    DeletePods,
+    EnsureWorkload,
+    FinishWorkload,
+    MarkPodsReady,
+    Observed,
+    ReleaseQuota,
+    WorkloadView,
+)
+from tests.unit.planner.builders import at, events, job, pods, step
+
+QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
+
+
+def queued(**spec: Any) -> TrainingJob:
+    j = job(**spec)
+    return j.model_copy(update={"metadata": j.metadata.model_copy(update={"labels": QUEUE})})
+
+
+def kueue(workload: WorkloadView | None = None, **kw: Any) -> Observed:
+    return Observed(workloads_supported=True, workload=workload, **kw)
+
+
+def admitted(count: int) -> WorkloadView:
+    return WorkloadView("j", admitted=count, quota_reserved=True)
+
+
+def test_no_pod_before_admission_and_the_workload_asks_for_max_plus_spares_down_to_min() -> None:
+    j, plan = step(queued(spares=1), kueue(), at(0))
+    assert plan.of_type(EnsureWorkload) == [EnsureWorkload(count=5, min_count=2, active=True)]
+    assert plan.of_type(CreateNodePod) == []
+    assert j.status is not None
+    assert j.status.phase == "Suspended"
+    suspended = next(c for c in j.status.conditions if c.type == ConditionType.SUSPENDED)
+    assert (suspended.status, suspended.reason) == ("True", "WaitingForAdmission")
+    assert events(plan) == ["Queued"]
+    j, plan = step(j, kueue(WorkloadView("j")), at(5))
+    assert plan.of_type(CreateNodePod) == []
+    assert plan.of_type(EnsureWorkload) == [], "made once; Kueue has not admitted it yet"
+
+
+def test_a_cluster_without_kueue_refuses_the_queue_label_by_name() -> None:
+    j, plan = step(queued(), Observed(), at(0))
+    assert j.status is not None
+    error = next(c for c in j.status.conditions if c.type == ConditionType.CONFIGURATION_ERROR)
+    assert error.reason == "KueueNotServed"
+    assert "metadata.labels[kueue.x-k8s.io/queue-name]" in error.message
+    assert plan.of_type(CreateNodePod) == []
+
+
+def test_a_partial_admission_runs_at_the_admitted_size_and_never_grows_past_it() -> None:
+    j, _ = step(queued(spares=1), kueue(), at(0))
+    j, plan = step(j, kueue(admitted(3)), at(10))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (1, 3)
+    assert len(plan.of_type(CreateNodePod)) == 3
+    assert "Admitted" in events(plan)
+    assert plan.of_type(MarkPodsReady) == [], "not ready: Kueue's own WaitForStart stands"
+    j, plan = step(j, kueue(admitted(3), pods=tuple(pods(1, 3))), at(20))
+    assert j.status is not None
+    assert j.status.phase == "Running"
+    assert plan.of_type(CreateStandbyPod) == [], "3 admitted pods: no spare, no growth"
+    assert plan.of_type(MarkPodsReady) == [MarkPodsReady(True)]
+    ready = replace(admitted(3), pods_ready=True)
+    j, plan = step(j, kueue(ready, pods=tuple(pods(1, 3))), at(21))
+    assert plan.of_type(MarkPodsReady) == [], "said once"
+    lost = (*pods(1, 2), *pods(1, 3, phase="Failed")[2:])
+    j, plan = step(j, kueue(ready, pods=lost), at(22))
+    assert plan.of_type(MarkPodsReady) == [MarkPodsReady(False)], "restarting: not ready"
+
+
+def test_an_admission_of_max_plus_spares_runs_max_nodes_and_the_spares() -> None:
+    j, _ = step(queued(spares=1), kueue(), at(0))
+    j, _ = step(j, kueue(admitted(5)), at(10))
+    j, plan = step(j, kueue(admitted(5), pods=tuple(pods(1, 4))), at(20))
+    assert j.status is not None
+    assert j.status.nodes == 4
+    assert len(plan.of_type(CreateStandbyPod)) == 1
+
+
+def test_an_eviction_stops_the_job_gracefully_then_hands_the_quota_back() -> None:
+    j, _ = step(queued(), kueue(), at(0))
+    j, _ = step(j, kueue(admitted(4)), at(10))
+    running = tuple(pods(1, 4))
+    j, _ = step(j, kueue(admitted(4), pods=running), at(20))
+    evicted = replace(admitted(4), evicted="Preempted: preempted by team-a/urgent")
+    j, plan = step(j, kueue(evicted, pods=running), at(30))
+    assert plan.of_type(DeletePods) == [DeletePods(tuple(p.name for p in running), False)]
+    assert plan.of_type(ReleaseQuota) == [], "not while its pods still save and stop"
+    assert "Evicted" in events(plan)
+    assert j.status is not None
+    assert j.status.phase == "Suspended"
+    stopping = tuple(replace(p, deleting=True) for p in running)
+    j, plan = step(j, kueue(evicted, pods=stopping), at(31))
+    assert plan.of_type(ReleaseQuota) == []
+    j, plan = step(j, kueue(evicted), at(35))
+    [release] = plan.of_type(ReleaseQuota)
+    assert "Preempted" in release.message
+    assert j.status is not None
+    assert j.status.failures == []
+    assert j.status.restarts.total == 0
+    # Pending again, then admitted at 2: the job resumes (a new epoch) at that size
+    j, plan = step(j, kueue(WorkloadView("j", evicted=evicted.evicted)), at(36))
+    assert plan.of_type(ReleaseQuota) == [], "handed back once"
+    j, plan = step(j, kueue(admitted(2)), at(100))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 2)
+    assert j.status.start_time == at(100)
+
+
+def test_a_suspended_job_deactivates_its_workload_and_a_finished_one_finishes_it() -> None:
+    j, _ = step(queued(), kueue(), at(0))
+    j = j.model_copy(update={"spec": j.spec.model_copy(update={"suspend": True})})
+    _, plan = step(j, kueue(admitted(4)), at(10))
+    assert plan.of_type(EnsureWorkload) == [EnsureWorkload(4, 2, active=False)]
+    assert j.status is not None
+    done = j.model_copy(update={"status": j.status.model_copy(update={"phase": "Succeeded"})})
+    _, plan = step(done, kueue(admitted(4)), at(20))
+    assert [a.message for a in plan.of_type(FinishWorkload)] == ["the TrainingJob Succeeded"]
+    _, plan = step(done, kueue(replace(admitted(4), finished=True)), at(21))
+    assert plan.of_type(FinishWorkload) == []
