@@ -14,7 +14,15 @@ from typing import Any
 
 import matplotlib
 
-from bench import kind_faults, kind_figures, readme_table, report_snapshot, stats, targets
+from bench import (
+    kind_faults,
+    kind_figures,
+    kind_scheduling,
+    readme_table,
+    report_snapshot,
+    stats,
+    targets,
+)
 from bench.report_format import pct as _pct
 from bench.report_format import ratio as _ratio
 from bench.report_goodput import GOODPUT_NOTE, _goodput_section, goodput_plot
@@ -306,6 +314,8 @@ def render(results: Figures, out: Path) -> str:
         lines += kind_faults.section(faults)
     if kind := kind_figures.load():
         lines += kind_figures.section(kind)
+    if sharing := kind_scheduling.load():
+        lines += kind_scheduling.section(sharing)
     if "intervals" in results:
         figures = results["intervals"]
         goodput_plot(figures, img / "goodput-vs-interval.png")

@@ -8,11 +8,9 @@ machine's clock), and records it with the job's events for the report.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +28,14 @@ from tests.e2e.cluster import (
     wait_for,
 )
 from tests.e2e.jobs import IMAGE, training_job
+from tests.e2e.training import (
+    JOB,
+    records,
+    resumes,
+    step_log,
+    training,
+    training_with_a_spare,
+)
 
 Inject = Callable[[KindCluster, k8s.V1Pod], None]
 # Each case asserts the path it is named for. A surviving rank's collective can fail (exit 75)
@@ -50,17 +56,6 @@ CASES: dict[str, tuple[Inject, set[str]]] = {
     # finds it, at its default.
     "rank-stalled-default": (faults.stall_worker, {"Hang"}),
 }
-JOB = "faulty"
-
-
-def step_log(kind: KindCluster, namespace: str) -> Path:
-    return kind.shared_dir(namespace) / JOB / "log" / "losses.jsonl"
-
-
-def resumes(kind: KindCluster, namespace: str) -> list[dict[str, Any]]:
-    log = step_log(kind, namespace)
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [r for r in map(json.loads, lines) if r.get("event") == "resume"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -77,7 +72,7 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
     log = step_log(kind, namespace)
 
     before = kind.wait_status(
-        namespace, JOB, _training(log, nodes=3), "training on 3 nodes, past a checkpoint",
+        namespace, JOB, training(log, nodes=3), "training on 3 nodes, past a checkpoint",
         timeout=300,
     )  # fmt: skip
     epoch = before["epoch"]
@@ -127,7 +122,7 @@ def test_a_hot_spare_takes_a_lost_nodes_rank_in_place(kind: KindCluster, namespa
     """spec.spares on a cluster: the standby pod runs the job's agent with torch imported; when
     a node is lost it takes that node's rank in place, so the job keeps its size (no shrink, no
     new pod to schedule) and resumes in seconds."""
-    log, epoch, victim = _training_with_a_spare(kind, namespace)
+    log, epoch, victim = training_with_a_spare(kind, namespace)
     fault_at = time.time()
     try:
         faults.lose_node(kind, victim)
@@ -160,7 +155,7 @@ def test_a_silent_node_is_found_by_its_peers_and_its_rank_goes_to_the_spare_in_o
     pod's pings gone (`phalanx.agent.peers`) and the job restarts once, without it, the spare
     taking its rank: detected as PeerSilent, not as a Hang, a collective's failure or the node's
     NotReady, whose time on this cluster is measured beside it."""
-    log, epoch, victim = _training_with_a_spare(kind, namespace, default_policy=True)
+    log, epoch, victim = training_with_a_spare(kind, namespace, default_policy=True)
     node = victim.spec.node_name
     fault_at = time.time()
     kind.freeze_node(node)
@@ -227,7 +222,7 @@ def test_a_partition_between_two_pods_is_found_by_their_agents_and_one_side_rest
     collectives just wait, and rank 1's agent stops hearing rank 0's answers. The pod it accuses
     goes and the spare takes its rank in one restart: found as PeerSilent, not as a Hang or a
     collective's timeout (300 s). (Either side going heals a partition of two.)"""
-    log, epoch, victim = _training_with_a_spare(kind, namespace, default_policy=True)
+    log, epoch, victim = training_with_a_spare(kind, namespace, default_policy=True)
     rank0 = kind.running_pod(namespace, JOB, epoch, rank=0)
     fault_at = time.time()
     kind.partition(rank0, victim)
@@ -281,7 +276,7 @@ def test_a_pod_preempted_by_the_scheduler_checkpoints_on_sigterm_and_redoes_no_s
     zero steps redone."""
     kind.create_job(namespace, for_kind(training_job(JOB, steps=200, nodes=(3, 3))))
     log = step_log(kind, namespace)
-    before = kind.wait_status(namespace, JOB, _training(log, nodes=3),
+    before = kind.wait_status(namespace, JOB, training(log, nodes=3),
                               "training on 3 nodes, past a checkpoint", timeout=300)  # fmt: skip
     epoch = before["epoch"]
     victim = kind.running_pod(namespace, JOB, epoch, rank=2)
@@ -317,7 +312,7 @@ def test_a_pod_preempted_by_the_scheduler_checkpoints_on_sigterm_and_redoes_no_s
         "infrastructure",
         "PreemptionByScheduler",
     ), failure
-    lines = _records(log)
+    lines = records(log)
     last = max(i for i, r in enumerate(lines) if r.get("epoch") == epoch and "loss" in r)
     trained = [r["step"] for r in lines[: last + 1] if r.get("epoch") == epoch and "loss" in r]
     resumed = next(r for r in lines[last:] if r.get("event") == "resume")
@@ -342,44 +337,3 @@ def _gone(kind: KindCluster, pod: k8s.V1Pod) -> bool:
             return True
         raise
     return False
-
-
-def _records(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-
-
-def _training(
-    log: Path, *, nodes: int | None = None, spares: int | None = None
-) -> Callable[[dict[str, Any]], bool]:
-    """The job runs (at `nodes`, with `spares` standing by, where given), past a checkpoint, and
-    the current epoch's workers are stepping."""
-
-    def check(status: dict[str, Any]) -> bool:
-        epoch = status.get("epoch", 0)
-        return (
-            status.get("phase") == "Running"
-            and (nodes is None or status.get("nodes") == nodes)
-            and (spares is None or status.get("spares") == spares)
-            and (status.get("lastCheckpoint") or {}).get("step", 0) >= 10
-            and (first_step_after(log, epoch - 1) or (0,))[0] == epoch
-        )
-
-    return check
-
-
-def _training_with_a_spare(
-    kind: KindCluster, namespace: str, *, default_policy: bool = False
-) -> tuple[Path, int, k8s.V1Pod]:
-    """A 2-node job of 250 steps with one hot spare, training past a checkpoint: its step log,
-    its epoch and node rank 1's pod. `default_policy`: the failure policy's defaults (no
-    hangTimeoutSeconds: the adaptive timeout, 30 s floor)."""
-    job = for_kind(training_job(JOB, steps=250, nodes=(2, 2)))
-    job["spec"]["spares"] = 1
-    if default_policy:
-        del job["spec"]["failurePolicy"]["hangTimeoutSeconds"]
-    kind.create_job(namespace, job)
-    log = step_log(kind, namespace)
-    before = kind.wait_status(namespace, JOB, _training(log, spares=1),
-                              "training on 2 nodes with 1 hot spare", timeout=300)  # fmt: skip
-    epoch = before["epoch"]
-    return log, epoch, kind.running_pod(namespace, JOB, epoch, rank=1)

@@ -8,7 +8,7 @@
 # no container registry. Each tool is keyed by version, so a second run is a no-op ("cached").
 #
 # Usage: cluster-tools.sh [--print-dir] [TOOL ...]
-#   TOOL is any of: helm helm-unittest kind coredns kwok training-operator
+#   TOOL is any of: helm helm-unittest kind coredns kwok training-operator kueue
 #   (default: helm helm-unittest kind).
 #   --print-dir  only print the bin directory.
 # Env:
@@ -19,6 +19,7 @@
 #   PHALANX_COREDNS_VERSION github.com/coredns/coredns version (default v1.14.7)
 #   PHALANX_KWOK_VERSION    sigs.k8s.io/kwok version (default v0.7.0)
 #   PHALANX_TRAINING_OPERATOR_VERSION  github.com/kubeflow/training-operator version (default v1.8.1)
+#   PHALANX_KUEUE_VERSION   sigs.k8s.io/kueue version (default v0.17.0)
 # After it: helm is `$BIN/helm`; its plugins live in `$CACHE/helm/plugins` (export HELM_PLUGINS).
 set -euo pipefail
 
@@ -28,6 +29,7 @@ KIND_VERSION=${PHALANX_KIND_VERSION:-v0.30.0}
 COREDNS_VERSION=${PHALANX_COREDNS_VERSION:-v1.14.7}
 KWOK_VERSION=${PHALANX_KWOK_VERSION:-v0.7.0}
 TRAINING_OPERATOR_VERSION=${PHALANX_TRAINING_OPERATOR_VERSION:-v1.8.1}
+KUEUE_VERSION=${PHALANX_KUEUE_VERSION:-v0.17.0}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
 BIN_DIR="$CACHE_ROOT/tools/bin"
 PLUGINS_DIR="$CACHE_ROOT/helm/plugins"
@@ -167,6 +169,24 @@ build_training_operator() {
   ln -sfn "training-operator-crds-$TRAINING_OPERATOR_VERSION" "$BIN_DIR/training-operator-crds"
 }
 
+# Kueue's controller manager (`kueue-VERSION`) and its manifests (`kueue-config-VERSION/`: the
+# module's config/, kustomized by tests/tools/kind.sh kueue), for the kind suite's Kueue cases.
+build_kueue() {
+  local out="$BIN_DIR/kueue-$KUEUE_VERSION"
+  local config="$BIN_DIR/kueue-config-$KUEUE_VERSION" module=sigs.k8s.io/kueue dir
+  if [[ -x $out && -d $config ]]; then
+    log "kueue $KUEUE_VERSION: cached"
+  else
+    go_build kueue "$module@$KUEUE_VERSION" "$module/cmd/kueue" "$out"
+    dir=$(cd "$CACHE_ROOT/tools/modules/kueue-$KUEUE_VERSION" \
+      && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module")
+    rm -rf "$config.tmp" && cp -r "$dir/config" "$config.tmp" && chmod -R u+w "$config.tmp"
+    mv "$config.tmp" "$config"
+  fi
+  ln -sf "kueue-$KUEUE_VERSION" "$BIN_DIR/kueue"
+  ln -sfn "kueue-config-$KUEUE_VERSION" "$BIN_DIR/kueue-config"
+}
+
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(helm helm-unittest kind)
 for t in "${targets[@]}"; do
@@ -177,7 +197,8 @@ for t in "${targets[@]}"; do
     coredns) build_coredns ;;
     kwok) build_kwok ;;
     training-operator) build_training_operator ;;
-    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator)"; exit 2 ;;
+    kueue) build_kueue ;;
+    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator kueue)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

@@ -16,6 +16,7 @@
 #   down                                    delete the cluster
 #   kubeconfig                              print the kubeconfig path
 #   export-logs DIR                         `kind export logs` into DIR
+#   kueue                                   install Kueue's controller (pinned Go module) on it
 #
 # --node-image IMAGE (or PHALANX_KIND_NODE_IMAGE) uses a published node image such as
 # kindest/node:v1.33.4 with kind's default CNI. Without it, `up` tries to pull the published
@@ -48,6 +49,9 @@ CONTROLPLANE_IMAGE=phalanx/controlplane:$PHALANX_VERSION
 TRAINER_IMAGE=phalanx/trainer:$PHALANX_VERSION
 USER_IMAGE=phalanx/user-python:$PHALANX_VERSION
 NO_PYTHON_IMAGE=phalanx/no-python:$PHALANX_VERSION
+KUEUE_VERSION=${PHALANX_KUEUE_VERSION:-v0.17.0}
+KUEUE_IMAGE=phalanx/kueue:$KUEUE_VERSION
+KUEUE_PODS_READY_TIMEOUT=${PHALANX_KUEUE_PODS_READY_TIMEOUT:-120s}
 POD_SUBNET=10.244.0.0/16
 
 log() { printf '[kind] %s\n' "$*" >&2; }
@@ -345,6 +349,43 @@ images() {
   fi
 }
 
+# --- Kueue ------------------------------------------------------------------------------------
+
+# Kueue's controller manager from its pinned Go module (cluster-tools.sh kueue): the binary as a
+# one-file image (non-root, as its manifests require), its own config/default rendered with that
+# image (never pulled) and waitForPodsReady on (all-or-nothing admission: a Workload whose pods
+# are not all running within the timeout is evicted and requeued).
+install_kueue() {
+  local dir rendered="$STATE/kueue.yaml"
+  bash "$ROOT/tests/tools/cluster-tools.sh" kueue >/dev/null
+  if ! image_exists "$KUEUE_IMAGE"; then
+    dir=$(mktemp -d)
+    install -D -m 0755 "$TOOLS_BIN/kueue" "$dir/manager"
+    tar -C "$dir" -c . | docker import -c 'ENTRYPOINT ["/manager"]' -c 'USER 65532:65532' \
+      - "$KUEUE_IMAGE" >/dev/null
+    rm -rf "$dir"
+  fi
+  timed "kind load (kueue)" "$KIND" load docker-image --name "$NAME" "$KUEUE_IMAGE" >/dev/null
+  "$K8S_BIN/kubectl" kustomize "$TOOLS_BIN/kueue-config/default" \
+    | "$PYTHON" -c '
+import sys, yaml
+image, timeout = sys.argv[1], sys.argv[2]
+docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+for d in docs:
+    if d["kind"] == "Deployment" and d["metadata"]["name"] == "kueue-controller-manager":
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            c.update(image=image, imagePullPolicy="Never")
+    if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kueue-manager-config":
+        config = yaml.safe_load(d["data"]["controller_manager_config.yaml"])
+        config["waitForPodsReady"] = {"timeout": timeout, "blockAdmission": False}
+        d["data"]["controller_manager_config.yaml"] = yaml.safe_dump(config)
+yaml.safe_dump_all(docs, sys.stdout)
+' "$KUEUE_IMAGE" "$KUEUE_PODS_READY_TIMEOUT" >"$rendered"
+  kubectl apply --server-side --force-conflicts -f "$rendered" >/dev/null
+  timed "kueue ready" kubectl -n kueue-system rollout status deployment/kueue-controller-manager \
+    --timeout=300s >/dev/null
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -356,5 +397,6 @@ case $cmd in
   down) "$KIND" delete cluster --name "$NAME" ;;
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
   export-logs) "$KIND" export logs "${1:?directory}" --name "$NAME" ;;
+  kueue) install_kueue ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac

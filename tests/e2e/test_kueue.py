@@ -1,0 +1,335 @@
+"""Kueue on kind: TrainingJobs admitted through Workloads the operator owns, by Kueue v0.17.0 built
+from its Go module (`tests/tools/kind.sh kueue`: waitForPodsReady on, 120 s).
+
+Covers: two elastic jobs (min 2, max 4) in one ClusterQueue with quota for 6 node pods wait
+Suspended without a pod until their LocalQueue exists, then are admitted partially (4 and 2,
+never more than 6 together) and run exactly the pods admitted, none scheduled before admission
+(pod events); a higher-priority job preempts an elastic one, which saves the step it reached and
+stops (nothing redone), waits Suspended while the other trains, and resumes when the quota frees,
+its loss trajectory within 1e-4 of an uninterrupted run with every sample once; a queued job whose
+pod is deleted restarts in place past epoch 1, the replacement scheduled beside its carried-over
+peers, without Kueue evicting it (its PodsReady goes to WaitForRecovery and back to Recovered).
+Figures (admission to training, eviction to stopped, a pod replaced) go to the report
+(`bench.kind_scheduling`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from phalanx.models.labels import KUEUE_QUEUE
+from phalanx.models.names import workload_name
+from tests.e2e import faults
+from tests.e2e.cluster import (
+    KIND_SH,
+    KindCluster,
+    api_seconds,
+    first_step_after,
+    for_kind,
+    record,
+    run,
+    wait_for,
+)
+from tests.e2e.jobs import training_job
+from tests.e2e.training import reference_losses
+from tests.support.gang import check_exactly_once, trajectory
+
+GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
+FLAVOR = "phalanx-e2e"
+LOCAL_QUEUE = "training"
+POD_CPU_MILLI = 100
+"""Each node pod asks for this much CPU and no fake GPU: quota, not nodes, is what runs short."""
+GLOBAL_BATCH = 12  # training_job's
+DATASET = 240  # the trainer's default
+LOW, HIGH = "phalanx-e2e-low", "phalanx-e2e-high"
+
+
+@pytest.fixture(scope="module")
+def kueue(kind: KindCluster, phalanx: str) -> KindCluster:
+    """Kueue's controller on the cluster (installed once; the operator finds its API without a
+    restart), a ResourceFlavor, and two PriorityClasses."""
+    run(["bash", str(KIND_SH), "kueue"], timeout=900)
+    _apply(kind, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                  "metadata": {"name": FLAVOR}})  # fmt: skip
+    scheduling = k8s.SchedulingV1Api(kind.core.api_client)
+    for name, value in ((LOW, 100), (HIGH, 1000)):
+        try:
+            scheduling.create_priority_class(
+                k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value)
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    return kind
+
+
+@pytest.fixture
+def cluster_queue(kueue: KindCluster, namespace: str) -> Iterator[str]:
+    """A ClusterQueue for this test's namespace (named after it; deleted afterwards), quota set by
+    `quota`; preemption within it by priority."""
+    yield namespace
+    try:
+        kueue.custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", namespace)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def quota(kind: KindCluster, namespace: str, pods: int) -> None:
+    """The namespace's ClusterQueue with CPU for `pods` node pods (memory plentiful)."""
+    _apply(kind, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue",
+        "metadata": {"name": namespace},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [{
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [{"name": FLAVOR, "resources": [
+                    {"name": "cpu", "nominalQuota": f"{pods * POD_CPU_MILLI}m"},
+                    {"name": "memory", "nominalQuota": "512Gi"},
+                ]}],
+            }],
+        },
+    })  # fmt: skip
+
+
+def local_queue(kind: KindCluster, namespace: str) -> None:
+    kind.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "localqueues", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+        "spec": {"clusterQueue": namespace},
+    })  # fmt: skip
+
+
+def queued_job(name: str, *, steps: int, nodes: tuple[int, int], priority: str | None = None,
+               step_delay: float = 0.2) -> dict[str, Any]:  # fmt: skip
+    """The reference trainer in the test's LocalQueue, each node pod asking for CPU only."""
+    job = training_job(name, steps=steps, nodes=nodes, gpus=None, step_delay=step_delay)
+    job["metadata"]["labels"] = {KUEUE_QUEUE: LOCAL_QUEUE}
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    container["resources"] = {"requests": {"cpu": f"{POD_CPU_MILLI}m"}}
+    if priority:
+        job["spec"]["priorityClassName"] = priority
+    return for_kind(job)
+
+
+def workload(kind: KindCluster, namespace: str, job: str) -> dict[str, Any]:
+    return cast(dict[str, Any], kind.custom.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "workloads", workload_name(job)
+    ))  # fmt: skip
+
+
+def admitted(found: dict[str, Any]) -> int | None:
+    """The node pods Kueue admitted (its pod set's count), while admitted and not evicted."""
+    status = found.get("status") or {}
+    if _condition(status, "Evicted", "True") or not _condition(status, "Admitted", "True"):
+        return None
+    [assignment] = status["admission"]["podSetAssignments"]
+    return int(assignment.get("count", found["spec"]["podSets"][0]["count"]))
+
+
+def condition_time(found: dict[str, Any], kind: str) -> float:
+    condition = _condition(found.get("status") or {}, kind, "True")
+    assert condition is not None, f"{kind} not True: {found.get('status')}"
+    return api_seconds(condition["lastTransitionTime"])
+
+
+def scheduled_pods(kind: KindCluster, namespace: str, job: str) -> dict[str, float]:
+    """Every pod of `job` the scheduler ever placed, from the namespace's Scheduled events: its
+    name and when (pods come and go; their events stay)."""
+    events = kind.core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
+    placed: dict[str, float] = {}
+    for event in events:
+        pod = str(event.involved_object.name)
+        when = event.event_time or event.first_timestamp or event.metadata.creation_timestamp
+        if pod.startswith(f"{job}-"):
+            placed[pod] = min(placed.get(pod, when.timestamp()), when.timestamp())
+    return placed
+
+
+def log_of(kind: KindCluster, namespace: str, job: str) -> Path:
+    return kind.shared_dir(namespace) / job / "log"
+
+
+def steps_in(log: Path) -> list[dict[str, Any]]:
+    path = log / "losses.jsonl"
+    if not path.exists():
+        return []
+    return [r for r in map(_json, path.read_text().splitlines()) if r is not None]
+
+
+def test_two_elastic_jobs_share_a_quota_by_partial_admission(
+    kueue: KindCluster, namespace: str, cluster_queue: str
+) -> None:
+    kind = kueue
+    quota(kind, namespace, pods=6)
+    for name in ("first", "second"):
+        kind.create_job(namespace, queued_job(name, steps=200, nodes=(2, 4)))
+        waiting = kind.wait_status(namespace, name, _suspended("WaitingForAdmission"),
+                                   "Suspended, waiting for admission", timeout=120)  # fmt: skip
+        assert waiting["nodes"] == 0
+    assert kind.node_pods(namespace, "first") + kind.node_pods(namespace, "second") == [], (
+        "no pod before Kueue admits the job"
+    )
+    local_queue(kind, namespace)
+    sizes: dict[str, int] = {}
+    for name in ("first", "second"):
+        kind.wait_status(namespace, name, lambda s: s.get("phase") == "Running",
+                         "Running once admitted", timeout=300)  # fmt: skip
+        found = workload(kind, namespace, name)
+        count = admitted(found)
+        assert count is not None, found.get("status")
+        sizes[name] = count
+        status = kind.status(namespace, name)
+        assert status["nodes"] == count, f"{name} runs at its admitted size: {status}"
+        losses = log_of(kind, namespace, name) / "losses.jsonl"
+        first_step = wait_for(partial(first_step_after, losses, 0), 120, f"{name}'s first step")
+        record(f"kueue-admitted-{name}", admitted_pods=count,
+               admission_to_first_step_s=round(first_step[1]
+                                               - condition_time(found, "Admitted"), 1))  # fmt: skip
+    assert sorted(sizes.values()) == [2, 4], f"partial admission within 6 pods: {sizes}"
+    for name, count in sizes.items():
+        placed = scheduled_pods(kind, namespace, name)
+        assert len(placed) == count, f"{name} ran pods Kueue did not admit: {sorted(placed)}"
+        admitted_at = condition_time(workload(kind, namespace, name), "QuotaReserved")
+        assert min(placed.values()) >= admitted_at - 1, "a pod placed before its admission"
+
+
+def test_a_preempted_job_saves_stops_waits_and_resumes_with_nothing_redone(
+    kueue: KindCluster, namespace: str, cluster_queue: str, tmp_path: Path
+) -> None:
+    kind = kueue
+    quota(kind, namespace, pods=4)
+    local_queue(kind, namespace)
+    steps = 200
+    low = queued_job("low", steps=steps, nodes=(2, 4), priority=LOW)
+    kind.create_job(namespace, low)
+    log = log_of(kind, namespace, "low")
+    kind.wait_status(namespace, "low", lambda s: s.get("phase") == "Running"
+                     and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
+                     "low training at 4 nodes past a checkpoint", timeout=300)  # fmt: skip
+    kind.create_job(namespace, queued_job("high", steps=40, nodes=(4, 4), priority=HIGH))
+    evicted = wait_for(lambda: _evicted(workload(kind, namespace, "low")), 120,
+                       "Kueue to evict the low-priority job")  # fmt: skip
+    stopped_at = wait_for(lambda: time.time() if not kind.node_pods(namespace, "low") else None,
+                          120, "the low job's pods gone")  # fmt: skip
+    waiting = kind.wait_status(namespace, "low", _suspended("EvictedByKueue"),
+                               "low Suspended, evicted", timeout=60)  # fmt: skip
+    assert not waiting.get("failures"), waiting["failures"]
+    kind.wait_status(namespace, "high", lambda s: s.get("phase") == "Succeeded",
+                     "high Succeeded", timeout=300)  # fmt: skip
+    done = kind.wait_status(namespace, "low", lambda s: s.get("phase") == "Succeeded",
+                            "low resumed and Succeeded", timeout=600)  # fmt: skip
+    assert done["restarts"]["total"] == 0, done["restarts"]
+    assert not done.get("failures"), done["failures"]
+    reasons = [e.reason for e in kind.events(namespace, "low")]
+    assert reasons.count("Evicted") == 1, reasons
+
+    records = steps_in(log)
+    evicted_epoch = max(r["epoch"] for r in records if "loss" in r and r["time"] < stopped_at)
+    last = max(i for i, r in enumerate(records) if "loss" in r and r["epoch"] == evicted_epoch)
+    trained = records[last]["step"]
+    resumed = next(r for r in records[last:] if r.get("event") == "resume")
+    assert resumed["from"] == trained, f"trained to {trained}, resumed from {resumed['from']}"
+    samples = [r for path in sorted(log.glob("samples-*.jsonl"))
+               for r in steps_in_file(path)]  # fmt: skip
+    losses, by_step = trajectory(records, samples)
+    assert sorted(losses) == list(range(1, steps + 1))
+    check_exactly_once(by_step, DATASET, GLOBAL_BATCH, steps)
+    reference = reference_losses(low, steps, tmp_path / "reference")
+    worst = max(abs(reference[s] - losses[s]) for s in reference)
+    assert worst <= 1e-4, f"largest loss difference {worst:.2e} from the uninterrupted run"
+    readmitted = first_step_after(log / "losses.jsonl", evicted_epoch)
+    assert readmitted is not None
+    record("kueue-preempted", evicted_reason=evicted[0], steps_redone=trained - resumed["from"],
+           eviction_to_stopped_s=round(stopped_at - evicted[1], 1),
+           resumed_from_step=resumed["from"], worst_loss_difference=worst,
+           events=reasons)  # fmt: skip
+
+
+def test_a_queued_jobs_replacement_pod_schedules_past_epoch_one_without_an_eviction(
+    kueue: KindCluster, namespace: str, cluster_queue: str
+) -> None:
+    """Kueue's all-or-nothing admission (waitForPodsReady) is the gang here: a deleted pod's
+    replacement must schedule and run beside its carried-over peers, or Kueue evicts the job."""
+    kind = kueue
+    quota(kind, namespace, pods=3)
+    local_queue(kind, namespace)
+    kind.create_job(namespace, queued_job("gang", steps=250, nodes=(3, 3)))
+    log = log_of(kind, namespace, "gang") / "losses.jsonl"
+    before = kind.wait_status(namespace, "gang", lambda s: s.get("phase") == "Running"
+                              and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
+                              "training past a checkpoint", timeout=300)  # fmt: skip
+    victim = kind.running_pod(namespace, "gang", before["epoch"], rank=1)
+    deleted_at = time.time()
+    faults.delete_pod(kind, victim)
+    epoch, first_step = wait_for(lambda: first_step_after(log, before["epoch"]), 300,
+                                 "a step of the next epoch")  # fmt: skip
+    assert epoch > 1
+    after = kind.status(namespace, "gang")
+    carried = (after.get("current") or {}).get("ranks") or {}
+    assert victim.metadata.name not in carried, carried
+    assert len(carried) == 2, f"the two other pods carried over in place: {carried}"
+    placed = scheduled_pods(kind, namespace, "gang")
+    assert len(placed) == 4, f"three pods, then one replacement scheduled: {sorted(placed)}"
+    found = workload(kind, namespace, "gang")
+    assert admitted(found) == 3, found.get("status")
+    ready = _condition(found["status"], "PodsReady", "True")
+    assert ready is not None, found["status"]
+    assert ready["reason"] == "Recovered", "PodsReady went False and back after the start"
+    reasons = [e.reason for e in kind.events(namespace, "gang")]
+    assert "Evicted" not in reasons, reasons
+    record("kueue-pod-replaced", fault_to_first_step_s=round(first_step - deleted_at, 1),
+           trained_epoch=epoch, events=reasons)  # fmt: skip
+
+
+def steps_in_file(path: Path) -> list[dict[str, Any]]:
+    return [r for r in map(_json, path.read_text().splitlines()) if r is not None]
+
+
+def _json(line: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = json.loads(line)
+    except json.JSONDecodeError:  # a worker stopped mid-line
+        return None
+    return found
+
+
+def _suspended(reason: str) -> Any:
+    def check(status: dict[str, Any]) -> bool:
+        return status.get("phase") == "Suspended" and any(
+            c["type"] == "Suspended" and c["status"] == "True" and c.get("reason") == reason
+            for c in status.get("conditions", [])
+        )
+
+    return check
+
+
+def _evicted(found: dict[str, Any]) -> tuple[str, float] | None:
+    condition = _condition(found.get("status") or {}, "Evicted", "True")
+    if condition is None:
+        return None
+    return str(condition.get("reason")), api_seconds(condition["lastTransitionTime"])
+
+
+def _condition(status: dict[str, Any], kind: str, value: str) -> dict[str, Any] | None:
+    return next(
+        (c for c in status.get("conditions") or [] if c["type"] == kind and c["status"] == value),
+        None,
+    )
+
+
+def _apply(kind: KindCluster, manifest: dict[str, Any]) -> None:
+    kind.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                 stdin=yaml.safe_dump(manifest))  # fmt: skip
