@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "build" / "test-artifacts" / "e2e-recovery.jsonl"
 KEPT = ROOT / "bench" / "results" / "kind" / "scheduling.jsonl"
 CASES = {
-    "kueue-admitted-first": ("the first of two elastic jobs (min 2, max 4) in a 6-pod quota "
-                             "admitted", "admission to training", "admission_to_first_step_s"),
-    "kueue-admitted-second": ("the second, admitted partially in what is left",
-                              "admission to training", "admission_to_first_step_s"),
+    "kueue-admitted-full": ("one of two elastic jobs (min 2, max 4) in a 6-pod quota, admitted "
+                            "at 4", "admission to training", "admission_to_first_step_s"),
+    "kueue-admitted-partial": ("the other, admitted partially at 2 (what was left)",
+                               "admission to training", "admission_to_first_step_s"),
     "kueue-preempted": ("an elastic job preempted by a higher-priority one",
                         "eviction to stopped (its step saved)", "eviction_to_stopped_s"),
     "kueue-pod-replaced": ("a queued job's pod deleted (Kueue's waitForPodsReady watching)",
@@ -75,7 +75,7 @@ def section(records: list[dict[str, Any]]) -> list[str]:
         if (r := newest.get(case)) is None or r.get(key) is None:
             continue
         redone = str(r["steps_redone"]) if "steps_redone" in r else "-"
-        failures = ", ".join(r.get("failures") or []) or "none"
+        failures = (", ".join(r["failures"]) or "none") if "failures" in r else "-"
         lines.append(
             f"| {what} | {figure} | {r[key]:.1f} s | {redone} | {failures} | {r['commit']} |"
         )

@@ -1,7 +1,8 @@
 """The report's section of sharing the cluster on kind (Kueue, drains).
 
 Covers: only its cases are kept, with the commit; the section shows each case's newest record
-with its own figure, the steps redone and the failures; a record without its figure is left out.
+with its own figure, the steps redone and the failures ("-" where the record has none to say);
+a record without its figure is left out.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ def test_only_its_cases_are_kept_and_the_newest_of_each_is_shown(tmp_path: Path)
     [kept_record] = kind_scheduling.collect(source, kept)
     assert kept_record["case"] == "kueue-preempted"
     newer = {"case": "kueue-preempted", "eviction_to_stopped_s": 4.25, "steps_redone": 0,
-             "commit": "b"}  # fmt: skip
+             "failures": [], "commit": "b"}  # fmt: skip
+    replaced = {"case": "kueue-pod-replaced", "fault_to_first_step_s": 8.0, "commit": "b"}
     drained = {"case": "node-drained-spare", "fault_to_first_step_s": 7.0, "steps_redone": 0,
                "failures": [], "commit": "b"}  # fmt: skip
-    unmeasured: dict[str, object] = {"case": "kueue-admitted-first", "commit": "b"}
-    records = [*kind_scheduling.load(kept), newer, drained, unmeasured]
+    unmeasured: dict[str, object] = {"case": "kueue-admitted-full", "commit": "b"}
+    records = [*kind_scheduling.load(kept), newer, drained, unmeasured, replaced]
     rows = [
         line
         for line in kind_scheduling.section(records)
@@ -35,6 +37,8 @@ def test_only_its_cases_are_kept_and_the_newest_of_each_is_shown(tmp_path: Path)
     assert rows == [
         "| an elastic job preempted by a higher-priority one | eviction to stopped (its step "
         "saved) | 4.2 s | 0 | none | b |",
+        "| a queued job's pod deleted (Kueue's waitForPodsReady watching) | deletion to training "
+        "again, the replacement beside its peers | 8.0 s | - | - | b |",
         "| `kubectl drain` of a node running a rank, `spares: 1` | drain to training again on "
         "the spare | 7.0 s | 0 | none | b |",
     ]
