@@ -68,6 +68,7 @@ def test_what_the_planner_reads_of_kueues_decision() -> None:
     partial = {"admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "node", "count": 3}]},
                "conditions": [cond("QuotaReserved", "True"), cond("Admitted", "True")]}  # fmt: skip
     assert observe.workload_view(body(partial)).admitted == 3
+    assert observe.workload_view(body(partial)).requested == 5, "what it asked for"
     whole = {"admission": {"podSetAssignments": [{"name": "node"}]},
              "conditions": [cond("Admitted", "True")]}  # fmt: skip
     assert observe.workload_view(body(whole)).admitted == 5, "no count: the spec's"

@@ -5,8 +5,12 @@ object will be refused again, and the API server's own words for a condition or 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
+
+from phalanx.models.job import TrainingJob
+from phalanx.operator.planner import ChildRefusal
 
 INVALID = 422
 """The API server's answer to an object it will never accept as it is (Status reason Invalid)."""
@@ -38,3 +42,27 @@ def api_message(error: ApiException) -> str:
     except (ValueError, AttributeError):
         message = None
     return str(message or error.reason or error.status)
+
+
+class ChildRefusedError(Exception):
+    """The API server refused a child object of the job for good (`refuses_for_good`)."""
+
+    def __init__(self, refusal: ChildRefusal) -> None:
+        super().__init__(f"{refusal.kind} {refusal.name}: {refusal.message}")
+        self.refusal = refusal
+
+
+def refusable(job: TrainingJob, kind: str, name: str, call: Callable[[], object]) -> None:
+    """Run `call`, which writes the job's `kind` `name`; the API server's refusal of that object
+    itself (its admission says no to this spec: a pod's template, a Workload Kueue's webhook
+    rejects) raises ChildRefusedError, which the planner turns into the job's
+    ConfigurationError instead of a write retried forever."""
+    try:
+        call()
+    except ApiException as error:
+        if not refuses_for_good(error):
+            raise
+        refusal = ChildRefusal(
+            kind=kind, name=name, message=api_message(error), generation=job.metadata.generation
+        )
+        raise ChildRefusedError(refusal) from error

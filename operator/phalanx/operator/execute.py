@@ -31,9 +31,14 @@ from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.events import JobEvent
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.models.names import assignment_lease_name, event_name_prefix, lease_name
+from phalanx.models.names import (
+    assignment_lease_name,
+    event_name_prefix,
+    lease_name,
+    workload_name,
+)
 from phalanx.operator import builder, planner
-from phalanx.operator.answers import api_message, refuses_for_good, tolerate
+from phalanx.operator.answers import ChildRefusedError, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
 from phalanx.operator.kueue import Workloads
@@ -60,20 +65,12 @@ from phalanx.operator.planner import (
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
-CREATIONS = (EnsureChildren, EnsurePodGroup, CreateNodePod, CreateStandbyPod)
+CREATIONS = (EnsureChildren, EnsurePodGroup, EnsureWorkload, CreateNodePod, CreateStandbyPod)
 Manifest = dict[str, Any]
 
 
 class StatusConflictError(Exception):
     """The job changed since it was read; the reconcile must start again from fresh state."""
-
-
-class ChildRefusedError(Exception):
-    """The API server refused to create a child object as Invalid."""
-
-    def __init__(self, refusal: ChildRefusal) -> None:
-        super().__init__(f"{refusal.kind} {refusal.name}: {refusal.message}")
-        self.refusal = refusal
 
 
 @dataclass(frozen=True)
@@ -150,7 +147,8 @@ class Executor:
             case EnsurePodGroup(min_member=size):
                 self._ensure_pod_group(job, size)
             case EnsureWorkload() as wanted:
-                self.workloads.ensure(job, wanted)
+                name = workload_name(job.metadata.name or "")
+                refusable(job, "Workload", name, lambda: self.workloads.ensure(job, wanted))
             case ReleaseQuota(message=message):
                 self.workloads.release_quota(job, message)
             case MarkPodsReady(ready=ready):
@@ -203,17 +201,10 @@ class Executor:
     ) -> bool:
         """Create if absent (409 is success: returns False, it existed); a refusal of the object
         itself (422, or a pod PodSecurity admission does not admit) raises ChildRefusedError."""
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
         try:
-            create(manifest)
+            refusable(job, kind, name, lambda: create(manifest))
         except ApiException as error:
-            if refuses_for_good(error):
-                refusal = ChildRefusal(
-                    kind=manifest["kind"],
-                    name=manifest["metadata"]["name"],
-                    message=api_message(error),
-                    generation=job.metadata.generation,
-                )
-                raise ChildRefusedError(refusal) from error
             tolerate(error, 409)
             return False
         return True

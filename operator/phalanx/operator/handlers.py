@@ -50,7 +50,7 @@ class Reconciler:
 
     def __init__(
         self, executor: Executor, metrics: OperatorMetrics, config: PlannerConfig,
-        resync_seconds: float, podgroups_supported: bool, api_workers: int = 64,
+        resync_seconds: float, podgroups: ServedGroup | None, api_workers: int = 64,
         may_act: Callable[[], bool] = lambda: True,
         unhealthy_node_labels: Mapping[str, frozenset[str]] | None = None,
         kueue: ServedGroup | None = None,
@@ -64,7 +64,9 @@ class Reconciler:
         self.metrics = metrics
         self.config = config
         self.resync_seconds = resync_seconds
-        self.podgroups_supported = podgroups_supported
+        self.podgroups = podgroups
+        """Whether the cluster serves scheduler-plugins' PodGroups (for `gang: true`), asked
+        again like `kueue`."""
         self.may_act = may_act
         """False while this replica is not sure it leads (leader.py `leading`): no plan is
         carried out."""
@@ -103,14 +105,17 @@ class Reconciler:
         self.metrics.forget(*key)
         self.executor.forget(key)
 
-    async def _kueue_served(self, job: TrainingJob) -> bool:
-        """Whether Kueue's Workloads are served; asked again (off the loop) only for a job
-        that names a queue while they were not."""
-        if self.kueue is None:
-            return False
-        if self.kueue.due() and (job.metadata.labels or {}).get(labels.KUEUE_QUEUE):
-            return await asyncio.to_thread(self.kueue.refresh)
-        return self.kueue.served
+    @staticmethod
+    async def _served(group: ServedGroup | None, wanted: bool, job: TrainingJob) -> bool:
+        """Whether `group` is served; asked again (off the loop) only for a job that wants it
+        while it was not: when due, and at once for a job not started yet (its first epoch's
+        pods are about to be made with it or without it)."""
+        if group is None or not wanted or group.served:
+            return group is not None and group.served
+        first = job.status is None or job.status.epoch == 0
+        if first or group.due():
+            return await asyncio.to_thread(group.refresh, first)
+        return False
 
     async def reconcile(
         self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any,
@@ -139,8 +144,10 @@ class Reconciler:
             nodes={n.name: n for n in nodes.get(None, ())},
             heartbeat=lease.heartbeat if lease else None,
             heartbeat_renewed=lease.renewed if lease else None,
-            podgroups_supported=self.podgroups_supported,
-            workloads_supported=await self._kueue_served(job),
+            podgroups_supported=await self._served(self.podgroups, job.spec.gang, job),
+            workloads_supported=await self._served(
+                self.kueue, bool((job.metadata.labels or {}).get(labels.KUEUE_QUEUE)), job
+            ),
             workload=next(iter((workloads or {}).get(key, ())), None),
             refused=refused,
         )

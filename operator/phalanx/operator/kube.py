@@ -78,7 +78,7 @@ class ServedGroup:
 
     def __init__(
         self, client: k8s.ApiClient, group: str, version: str | None = None,
-        recheck_seconds: float = 30.0,
+        recheck_seconds: float = 10.0,
     ) -> None:  # fmt: skip
         self._client, self._group, self._version = client, group, version
         self.recheck_seconds = recheck_seconds
@@ -92,9 +92,10 @@ class ServedGroup:
             return False
         return self._asked_at is None or time.monotonic() - self._asked_at >= self.recheck_seconds
 
-    def refresh(self) -> bool:
-        """Ask the API server if due (it blocks: call it off the event loop); the answer."""
-        if self.due():
+    def refresh(self, now: bool = False) -> bool:
+        """Ask the API server if due, or `now` while not served (it blocks: call it off the
+        event loop); the answer."""
+        if self.due() or (now and not self.served):
             self._asked_at = time.monotonic()
             self.served = has_api_group(self._client, self._group, self._version)
         return self.served

@@ -83,9 +83,10 @@ async def _operate(
     configuration: k8s.Configuration, ready_flag: Any, may_act: Callable[[], bool],
 ) -> None:  # fmt: skip
     executor = Executor(client, settings.build_settings(), metrics)
-    podgroups = await asyncio.to_thread(kube.has_api_group, client, PODGROUP_GROUP)
+    podgroups = kube.ServedGroup(client, PODGROUP_GROUP)
     workloads = kube.ServedGroup(client, KUEUE_GROUP, KUEUE_VERSION)
-    await asyncio.to_thread(workloads.refresh)
+    for group in (podgroups, workloads):
+        await asyncio.to_thread(group.refresh)
     reconciler = Reconciler(
         executor, metrics, settings.planner_config(), settings.resync_seconds, podgroups,
         settings.api_workers, may_act, settings.unhealthy_labels(), workloads,

@@ -167,9 +167,12 @@ def workload_view(workload: Body) -> WorkloadView:
         sets = [*(admission.get("podSetAssignments") or []), *(spec.get("podSets") or [])]
         admitted = next((s["count"] for s in sets if s.get("name") == POD_SET and "count" in s),
                         None)  # fmt: skip
+    requested = next((s.get("count") for s in spec.get("podSets") or []
+                      if s.get("name") == POD_SET), None)  # fmt: skip
     return WorkloadView(
         name=workload["metadata"]["name"],
         admitted=admitted,
+        requested=requested,
         evicted=f"{evicted.get('reason')}: {evicted.get('message', '')}".rstrip(": ")
         if _is_true(evicted) and evicted is not None
         else None,

@@ -10,6 +10,7 @@ from typing import Any
 from phalanx.models import TrainingJob
 from phalanx.models.conditions import ConditionType
 from phalanx.operator.planner import (
+    ChildRefusal,
     CreateNodePod,
     CreateStandbyPod,
     DeletePods,
@@ -35,7 +36,7 @@ def kueue(workload: WorkloadView | None = None, **kw: Any) -> Observed:
 
 
 def admitted(count: int) -> WorkloadView:
-    return WorkloadView("j", admitted=count, quota_reserved=True)
+    return WorkloadView("j", admitted=count, requested=5, quota_reserved=True)
 
 
 def test_no_pod_before_admission_and_the_workload_asks_for_max_plus_spares_down_to_min() -> None:
@@ -61,6 +62,31 @@ def test_a_cluster_without_kueue_refuses_the_queue_label_by_name() -> None:
     assert plan.of_type(CreateNodePod) == []
 
 
+def test_a_workload_the_api_server_refuses_is_a_configuration_error_not_a_retry() -> None:
+    """Kueue's Workload CRD or webhook says no (a queue name that is no valid name): the job
+    says so in the API server's words and asks no more until its spec changes."""
+    j, _ = step(queued(), kueue(), at(0))
+    words = 'Workload.kueue.x-k8s.io "j" is invalid: spec.queueName: Invalid value: "Team_A"'
+    refused = ChildRefusal("Workload", "j", words, generation=j.metadata.generation)
+    j, plan = step(j, kueue(refused=refused), at(1))
+    assert j.status is not None
+    error = next(c for c in j.status.conditions if c.type == ConditionType.CONFIGURATION_ERROR)
+    assert (error.status, error.reason) == ("True", "RefusedByAPIServer")
+    assert "spec.queueName" in error.message
+    assert j.status.phase == "Suspended"
+    assert plan.of_type(EnsureWorkload) == []
+    assert "ConfigurationError" in events(plan)
+    j, plan = step(j, kueue(), at(30))
+    assert plan.of_type(EnsureWorkload) == [], "the status remembers: no retry for this spec"
+    changed = j.model_copy(update={"metadata": j.metadata.model_copy(
+        update={"generation": (j.metadata.generation or 0) + 1})})  # fmt: skip
+    j, plan = step(changed, kueue(), at(40))
+    assert len(plan.of_type(EnsureWorkload)) == 1, "a new spec tries again"
+    assert j.status is not None
+    error = next(c for c in j.status.conditions if c.type == ConditionType.CONFIGURATION_ERROR)
+    assert error.status == "False"
+
+
 def test_a_partial_admission_runs_at_the_admitted_size_and_never_grows_past_it() -> None:
     j, _ = step(queued(spares=1), kueue(), at(0))
     j, plan = step(j, kueue(admitted(3)), at(10))
@@ -68,6 +94,8 @@ def test_a_partial_admission_runs_at_the_admitted_size_and_never_grows_past_it()
     assert (j.status.epoch, j.status.nodes) == (1, 3)
     assert len(plan.of_type(CreateNodePod)) == 3
     assert "Admitted" in events(plan)
+    [admission] = [e for e in plan.events if e.reason == "Admitted"]
+    assert admission.message.startswith("Kueue admitted 3 of 5 pods: the job runs within them")
     assert plan.of_type(MarkPodsReady) == [], "not ready: Kueue's own WaitForStart stands"
     j, plan = step(j, kueue(admitted(3), pods=tuple(pods(1, 3))), at(20))
     assert j.status is not None

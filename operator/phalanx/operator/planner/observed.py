@@ -106,6 +106,8 @@ class WorkloadView:
     name: str
     admitted: int | None = None
     """Pods Kueue admitted (the node pod set's count) while it is admitted; None otherwise."""
+    requested: int | None = None
+    """Pods the Workload asks for (its node pod set's spec count)."""
     evicted: str | None = None
     """Why Kueue evicts it (its Evicted condition's reason and message) while that is True."""
     quota_reserved: bool = False

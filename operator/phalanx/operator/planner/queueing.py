@@ -22,7 +22,7 @@ from phalanx.models.conditions import ConditionReason, ConditionType
 from phalanx.models.events import EventReason
 from phalanx.models.job import TrainingJob
 from phalanx.models.status import ENDED
-from phalanx.operator.planner import elastic
+from phalanx.operator.planner import elastic, refusal
 from phalanx.operator.planner.actions import (
     EnsureWorkload,
     FinishWorkload,
@@ -65,7 +65,7 @@ def as_admitted(job: TrainingJob, workload: WorkloadView | None) -> TrainingJob:
     return job.model_copy(update={"spec": spec})
 
 
-def queued(d: Decision, _: PlannerConfig) -> bool:
+def queued(d: Decision, config: PlannerConfig) -> bool:
     """Keep a queued job without pods until Kueue admits its Workload; stop it gracefully and
     hand the quota back when Kueue evicts it; mark the Workload Finished when the job ends."""
     queue = queue_name(d.job)
@@ -88,6 +88,14 @@ def queued(d: Decision, _: PlannerConfig) -> bool:
         if workload is not None and not workload.finished:
             d.actions.append(FinishWorkload(f"the TrainingJob {d.status.phase}"))
         return False
+    if workload is None:
+        # ConfigurationError in the API server's words for this generation; a refusal of an
+        # earlier one is cleared (the spec changed: the Workload is asked for again)
+        refusal.refused(d, config)
+        if _refused(d):
+            _hold(d, ConditionReason.REFUSED_BY_API_SERVER, "the API server refused the job's "
+                  "Workload: see the ConfigurationError condition", announce=False)  # fmt: skip
+            return True
     active = not d.spec.suspend  # a suspended job's Workload is deactivated: its quota goes
     if workload is None or workload.active != active:
         spec = d.job.spec
@@ -97,10 +105,24 @@ def queued(d: Decision, _: PlannerConfig) -> bool:
         return True
     if workload.admitted is not None and workload.evicted is None:
         if d.status.phase == "Suspended" and not d.spec.suspend:
-            d.event(EventReason.ADMITTED, f"Kueue admitted {workload.admitted} pods")
+            d.event(EventReason.ADMITTED, _admitted_message(workload, workload.admitted))
         return False
     _stop_and_release(d, workload, queue)
     return True
+
+
+def _admitted_message(workload: WorkloadView, pods: int) -> str:
+    """What the admission means for the job's size: a partial one holds it there (Kueue resizes
+    no admitted Workload; its elastic workload slices are alpha and not used here)."""
+    if workload.requested is None:
+        return f"Kueue admitted {pods} pods"
+    message = f"Kueue admitted {pods} of {workload.requested} pods"
+    if pods < workload.requested:
+        message += (
+            ": the job runs within them and grows no further until Kueue admits it anew "
+            "(after an eviction or a suspend)"
+        )
+    return message
 
 
 def report_readiness(d: Decision) -> None:
@@ -112,6 +134,20 @@ def report_readiness(d: Decision) -> None:
     ready = d.status.phase == "Running" and workload.evicted is None
     if workload.pods_ready != ready and (ready or workload.pods_ready is not None):
         d.actions.append(MarkPodsReady(ready))
+
+
+def _refused(d: Decision) -> bool:
+    """The API server refused the job's Workload for this spec (Kueue's webhook or its CRD's
+    validation: a queue name that is no valid name, say): creating it again is futile until
+    the spec changes."""
+    report = d.observed.refused
+    if report is not None and report.kind == "Workload" and report.generation == d.generation:
+        return True
+    current = d.condition(refusal.CONDITION)
+    return (
+        current is not None and current.status == "True" and current.reason == refusal.REASON
+        and current.observed_generation == d.generation and " Workload " in current.message
+    )  # fmt: skip
 
 
 def _stop_and_release(d: Decision, workload: WorkloadView, queue: str) -> None:
