@@ -135,9 +135,10 @@ e2e: kind-up chart-tools ## kind-up, then the end-to-end suite on real pods (tes
 # corrupt checkpoints, a spent budget, OOM, a full volume, a throttled rank; about 8 min), an
 # image that cannot be pulled, a user's image and six third-party cases in it (every program's
 # lost node with a spare, which `hot_spare` picks, and Lightning's kill and stop), Kueue (built
-# from its Go module, about 3.5 min cold, then its three cases, about 3.5 min), a node drained
-# with a spare (1.5 min), the uninstall. The note of each stop lists each case's cost.
-E2E_REDUCED := kueue or drained or every_example_is_run or renders or helm_test or restricted_namespace or cluster_faults or secrets or quickstart or worker-killed or node-lost or silent_node or partition or rank-hung-default or preempted or hot_spare or python_script or progress_script or image_that_does_not_exist or users_image or without_python or framework_script or stopped_worker or (third_party and lightning) or standby_operator or uninstall
+# from its Go module, about 3.5 min cold, then its four cases, about 4 min), the gang scheduler's
+# two cases (its build about 2.5 min, the cases 1.5 min), a node drained with a spare (1.5 min),
+# the uninstall. The note of each stop lists each case's cost.
+E2E_REDUCED := kueue or gang or drained or every_example_is_run or renders or helm_test or restricted_namespace or cluster_faults or secrets or quickstart or worker-killed or node-lost or silent_node or partition or rank-hung-default or preempted or hot_spare or python_script or progress_script or image_that_does_not_exist or users_image or without_python or framework_script or stopped_worker or (third_party and lightning) or standby_operator or uninstall
 
 .PHONY: e2e-reduced
 e2e-reduced: kind-up chart-tools ## The e2e suite's chart checks, one job and one fault (what CI runs)

@@ -12,8 +12,6 @@ backend's tables.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +49,8 @@ CASES = {
 
 
 def collect(source: Path = SOURCE, kept: Path = KEPT) -> list[dict[str, Any]]:
-    """The fault-matrix records of the run in `source`, added to `kept` with the commit (earlier
-    runs' records stay: the report shows each case's newest, the targets take every run)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=True, cwd=ROOT).stdout.strip()  # fmt: skip
-    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    mine = [{**r, "commit": commit} for r in records if r.get("case") in CASES]
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with kept.open("a") as out:
-        out.write("".join(json.dumps(r) + "\n" for r in mine))
-    return mine
+    """The fault-matrix records of the run in `source`, added to `kept` with the commit."""
+    return kind_figures.append_cases(source, kept, CASES)
 
 
 def load(kept: Path = KEPT) -> list[dict[str, Any]]:

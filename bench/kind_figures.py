@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,20 @@ def section(records: list[dict[str, Any]]) -> list[str]:
             f"{r['commit']} |"
         )
     return [*lines, "", WHERE_THE_TIME_GOES, ""]
+
+
+def append_cases(source: Path, kept: Path, cases: Iterable[str]) -> list[dict[str, Any]]:
+    """The records of `cases` in the run's `source`, appended to `kept` with the commit they ran
+    at (earlier runs' records stay: a report shows each case's newest)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True, cwd=ROOT).stdout.strip()  # fmt: skip
+    wanted = set(cases)
+    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    mine = [{**r, "commit": commit} for r in records if r.get("case") in wanted]
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with kept.open("a") as out:
+        out.write("".join(json.dumps(r) + "\n" for r in mine))
+    return mine
 
 
 def load(kept: Path = KEPT) -> list[dict[str, Any]]:

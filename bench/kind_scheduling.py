@@ -1,7 +1,7 @@
 """What the kind suite measured of sharing a cluster: Kueue's admission and preemption, and a
 node drained under a job, for the benchmark report.
 
-`tests/e2e/test_kueue.py` and `tests/e2e/test_disruptions.py` record, per case, the seconds from
+`tests/e2e/test_kueue.py`, `test_gang.py` and `test_disruptions.py` record, per case, the seconds from
 the cluster's decision (Kueue admits or evicts the job's Workload, `kubectl drain` starts) to the
 job's answer (its first training step, its pods all gone, its first step on the spare).
 `python -m bench.kind_scheduling` keeps that run's records in bench/results/kind/scheduling.jsonl
@@ -12,8 +12,6 @@ backend's tables.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +30,17 @@ CASES = {
     "kueue-pod-replaced": ("a queued job's pod deleted (Kueue's waitForPodsReady watching)",
                            "deletion to training again, the replacement beside its peers",
                            "fault_to_first_step_s"),
+    "gang-pod-replaced": ("`gang: true` (the test's coscheduling scheduler): a pod deleted",
+                          "deletion to training again, the replacement in its peers' PodGroup",
+                          "fault_to_first_step_s"),
     "node-drained-spare": ("`kubectl drain` of a node running a rank, `spares: 1`",
                            "drain to training again on the spare", "fault_to_first_step_s"),
 }  # fmt: skip
 
 
 def collect(source: Path = SOURCE, kept: Path = KEPT) -> list[dict[str, Any]]:
-    """This run's records of the cases above, added to `kept` with the commit (the report shows
-    each case's newest)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=True, cwd=ROOT).stdout.strip()  # fmt: skip
-    records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    mine = [{**r, "commit": commit} for r in records if r.get("case") in CASES]
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with kept.open("a") as out:
-        out.write("".join(json.dumps(r) + "\n" for r in mine))
-    return mine
+    """This run's records of the cases above, added to `kept` with the commit."""
+    return kind_figures.append_cases(source, kept, CASES)
 
 
 def load(kept: Path = KEPT) -> list[dict[str, Any]]:
@@ -60,7 +53,8 @@ def section(records: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## Sharing the cluster on kind: Kueue and drains",
         "",
-        "Measured by `make e2e` (`tests/e2e/test_kueue.py`, `tests/e2e/test_disruptions.py`) on "
+        "Measured by `make e2e` (`tests/e2e/test_kueue.py`, `test_gang.py`, "
+        "`test_disruptions.py`) on "
         "this machine's kind cluster (Kubernetes v1.33.13, 3 worker nodes, Kueue v0.17.0 built "
         "from its Go module, waitForPodsReady 120 s), at the commits shown. The start is the "
         "cluster's own record (the Workload's Admitted or Evicted condition) or the moment the "

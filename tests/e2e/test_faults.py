@@ -33,6 +33,7 @@ from tests.e2e.training import (
     records,
     resumes,
     step_log,
+    trained_and_resumed,
     training,
     training_with_a_spare,
 )
@@ -312,19 +313,14 @@ def test_a_pod_preempted_by_the_scheduler_checkpoints_on_sigterm_and_redoes_no_s
         "infrastructure",
         "PreemptionByScheduler",
     ), failure
-    lines = records(log)
-    last = max(i for i, r in enumerate(lines) if r.get("epoch") == epoch and "loss" in r)
-    trained = [r["step"] for r in lines[: last + 1] if r.get("epoch") == epoch and "loss" in r]
-    resumed = next(r for r in lines[last:] if r.get("event") == "resume")
-    assert resumed["from"] == max(trained), (
-        f"resumed from step {resumed['from']}, trained to {max(trained)}: steps redone"
-    )
+    trained, resumed = trained_and_resumed(records(log), epoch)
+    assert resumed == trained, f"resumed from step {resumed}, trained to {trained}: steps redone"
     done = kind.wait_status(namespace, JOB, lambda s: s.get("phase") == "Succeeded",
                             "Succeeded", timeout=600)  # fmt: skip
     assert done["progress"]["step"] == 200
     record("pod-preempted", fault_to_decision_s=_decided(failure, fault_at),
            fault_to_first_step_s=round(first_step - fault_at, 1),
-           resumed_from_step=resumed["from"], steps_redone=max(trained) - resumed["from"],
+           resumed_from_step=resumed, steps_redone=trained - resumed,
            failures=[f.get("reason") for f in after["failures"] if f["epoch"] >= epoch],
            events=[e.reason for e in kind.events(namespace, JOB)])  # fmt: skip
 

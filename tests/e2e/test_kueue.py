@@ -9,7 +9,8 @@ stops (nothing redone), waits Suspended while the other trains, and resumes when
 its loss trajectory within 1e-4 of an uninterrupted run with every sample once; a queued job whose
 pod is deleted restarts in place past epoch 1, the replacement scheduled beside its carried-over
 peers, without Kueue evicting it (its PodsReady goes to WaitForRecovery and back to Recovered).
-Figures (admission to training, eviction to stopped, a pod replaced) go to the report
+A queue name Kueue's Workload refuses is a ConfigurationError naming the field. Figures
+(admission to training, eviction to stopped, a pod replaced) go to the report
 (`bench.kind_scheduling`).
 """
 
@@ -41,7 +42,7 @@ from tests.e2e.cluster import (
     wait_for,
 )
 from tests.e2e.jobs import training_job
-from tests.e2e.training import reference_losses
+from tests.e2e.training import reference_losses, trained_and_resumed
 from tests.support.gang import check_exactly_once, trajectory
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -239,10 +240,8 @@ def test_a_preempted_job_saves_stops_waits_and_resumes_with_nothing_redone(
 
     records = steps_in(log)
     evicted_epoch = max(r["epoch"] for r in records if "loss" in r and r["time"] < stopped_at)
-    last = max(i for i, r in enumerate(records) if "loss" in r and r["epoch"] == evicted_epoch)
-    trained = records[last]["step"]
-    resumed = next(r for r in records[last:] if r.get("event") == "resume")
-    assert resumed["from"] == trained, f"trained to {trained}, resumed from {resumed['from']}"
+    trained, resumed = trained_and_resumed(records, evicted_epoch)
+    assert resumed == trained, f"trained to {trained}, resumed from {resumed}"
     samples = [r for path in sorted(log.glob("samples-*.jsonl"))
                for r in steps_in_file(path)]  # fmt: skip
     losses, by_step = trajectory(records, samples)
@@ -253,9 +252,9 @@ def test_a_preempted_job_saves_stops_waits_and_resumes_with_nothing_redone(
     assert worst <= 1e-4, f"largest loss difference {worst:.2e} from the uninterrupted run"
     readmitted = first_step_after(log / "losses.jsonl", evicted_epoch)
     assert readmitted is not None
-    record("kueue-preempted", evicted_reason=evicted[0], steps_redone=trained - resumed["from"],
+    record("kueue-preempted", evicted_reason=evicted[0], steps_redone=trained - resumed,
            eviction_to_stopped_s=round(stopped_at - evicted[1], 1),
-           resumed_from_step=resumed["from"], worst_loss_difference=worst, failures=[],
+           resumed_from_step=resumed, worst_loss_difference=worst, failures=[],
            events=reasons)  # fmt: skip
 
 
@@ -294,6 +293,27 @@ def test_a_queued_jobs_replacement_pod_schedules_past_epoch_one_without_an_evict
     record("kueue-pod-replaced", fault_to_first_step_s=round(first_step - deleted_at, 1),
            failures=[f["reason"] for f in after.get("failures", [])],
            trained_epoch=epoch, events=reasons)  # fmt: skip
+
+
+def test_a_queue_name_kueue_refuses_is_a_configuration_error_naming_the_field(
+    kueue: KindCluster, namespace: str
+) -> None:
+    """A label value Kubernetes takes but Kueue's Workload does not (no DNS name): the job
+    says why in the API server's words, and no pod is made."""
+    kind = kueue
+    job = queued_job("misnamed", steps=50, nodes=(2, 2))
+    job["metadata"]["labels"] = {KUEUE_QUEUE: "Team_A"}
+    kind.create_job(namespace, job)
+
+    def refused(status: dict[str, Any]) -> bool:
+        return any(c["type"] == "ConfigurationError" and c["status"] == "True"
+                   and c.get("reason") == "RefusedByAPIServer" for c in status.get("conditions", []))  # fmt: skip
+
+    status = kind.wait_status(namespace, "misnamed", refused, "ConfigurationError", timeout=120)
+    [error] = [c for c in status["conditions"] if c["type"] == "ConfigurationError"]
+    assert "queueName" in error["message"], error["message"]
+    assert status["phase"] == "Suspended"
+    assert kind.node_pods(namespace, "misnamed") == []
 
 
 def steps_in_file(path: Path) -> list[dict[str, Any]]:

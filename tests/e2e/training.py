@@ -34,6 +34,14 @@ def records(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
+def trained_and_resumed(lines: list[dict[str, Any]], epoch: int) -> tuple[int, int]:
+    """The last step `epoch` trained, and the step the next epoch resumed from (equal: no step
+    redone)."""
+    last = max(i for i, r in enumerate(lines) if r.get("epoch") == epoch and "loss" in r)
+    resumed = next(r for r in lines[last:] if r.get("event") == "resume")
+    return int(lines[last]["step"]), int(resumed["from"])
+
+
 def training(
     log: Path, *, nodes: int | None = None, spares: int | None = None
 ) -> Callable[[dict[str, Any]], bool]:

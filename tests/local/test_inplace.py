@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gang import check_exactly_once, kept_trajectory, records
+from tests.support.gang import check_same_trajectory, records
 from tests.support.local import event_reasons, manifest, phalanx
 
 STEPS = 300  # the faults strike at steps 45 and 125, capacity returns at step 150
@@ -92,10 +92,4 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
     assert after_loss["source"] == "peer", after_loss
     assert trained(2) - after_loss["from"] <= 2, (trained(2), after_loss)
 
-    expected, expected_samples = kept_trajectory(tmp_path / "reference")
-    losses, samples = kept_trajectory(workdir)
-    assert sorted(losses) == list(range(1, STEPS + 1))
-    worst = max(abs(expected[s] - losses[s]) for s in expected)
-    assert worst <= 1e-4, f"largest loss difference {worst:.2e}"
-    check_exactly_once(expected_samples, DATASET, GLOBAL_BATCH, STEPS)
-    check_exactly_once(samples, DATASET, GLOBAL_BATCH, STEPS)
+    check_same_trajectory(tmp_path / "reference", workdir, STEPS, DATASET, GLOBAL_BATCH)

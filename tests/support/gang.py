@@ -165,3 +165,18 @@ def _variable(setting: str) -> str:
     if setting.startswith("checkpoint_") or setting == "collective_timeout_seconds":
         return f"PHALANX_{setting.upper()}"
     return f"PHALANX_TRAINER_{setting.upper()}"
+
+
+def check_same_trajectory(
+    reference: Path, workdir: Path, steps: int, dataset: int, global_batch: int,
+    tolerance: float = 1e-4,
+) -> None:  # fmt: skip
+    """The run in `workdir` kept every step 1..steps, its losses within `tolerance` of the
+    uninterrupted run in `reference`, and both used every sample exactly once per data epoch."""
+    expected, expected_samples = kept_trajectory(reference)
+    losses, samples = kept_trajectory(workdir)
+    assert sorted(losses) == list(range(1, steps + 1))
+    worst = max(abs(expected[s] - losses[s]) for s in expected)
+    assert worst <= tolerance, f"largest loss difference {worst:.2e}"
+    check_exactly_once(expected_samples, dataset, global_batch, steps)
+    check_exactly_once(samples, dataset, global_batch, steps)

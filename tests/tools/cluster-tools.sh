@@ -8,7 +8,7 @@
 # no container registry. Each tool is keyed by version, so a second run is a no-op ("cached").
 #
 # Usage: cluster-tools.sh [--print-dir] [TOOL ...]
-#   TOOL is any of: helm helm-unittest kind coredns kwok training-operator kueue
+#   TOOL is any of: helm helm-unittest kind coredns kwok training-operator kueue gang-scheduler
 #   (default: helm helm-unittest kind).
 #   --print-dir  only print the bin directory.
 # Env:
@@ -30,7 +30,9 @@ COREDNS_VERSION=${PHALANX_COREDNS_VERSION:-v1.14.7}
 KWOK_VERSION=${PHALANX_KWOK_VERSION:-v0.7.0}
 TRAINING_OPERATOR_VERSION=${PHALANX_TRAINING_OPERATOR_VERSION:-v1.8.1}
 KUEUE_VERSION=${PHALANX_KUEUE_VERSION:-v0.17.0}
+K8S_VERSION=${PHALANX_K8S_VERSION:-v1.33.13}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN_DIR="$CACHE_ROOT/tools/bin"
 PLUGINS_DIR="$CACHE_ROOT/helm/plugins"
 
@@ -187,6 +189,30 @@ build_kueue() {
   ln -sfn "kueue-config-$KUEUE_VERSION" "$BIN_DIR/kueue-config"
 }
 
+# TEST-ONLY: kube-scheduler of the pinned Kubernetes with a minimal coscheduling plugin
+# (tests/tools/gang-scheduler/main.go; scheduler-plugins and Volcano are not on the Go proxy), for
+# the kind suite's gang cases; built in k8s-binaries.sh's module, keyed by the source's hash.
+build_gang_scheduler() {
+  local src="$HERE/gang-scheduler/main.go" hash out work start=$SECONDS
+  hash=$(sha256sum "$src" | cut -c1-12)
+  out="$BIN_DIR/gang-scheduler-$K8S_VERSION-$hash"
+  if [[ -x $out ]]; then
+    log "gang-scheduler $K8S_VERSION ($hash): cached"
+  else
+    bash "$HERE/k8s-binaries.sh" kube-scheduler >/dev/null  # its module, with the replaces
+    work="$CACHE_ROOT/tools/modules/gang-scheduler-$K8S_VERSION"
+    log "building gang-scheduler $K8S_VERSION (first time: a few minutes)"
+    rm -rf "$work" && mkdir -p "$work" "$BIN_DIR"
+    sed 's/^module .*/module phalanxgangscheduler/' "$CACHE_ROOT/k8s/$K8S_VERSION/module/go.mod" \
+      >"$work/go.mod"
+    cp "$CACHE_ROOT/k8s/$K8S_VERSION/module/go.sum" "$src" "$work/"
+    (cd "$work" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+    mv "$out.tmp" "$out"
+    log "built gang-scheduler in $((SECONDS - start)) s"
+  fi
+  ln -sf "$(basename "$out")" "$BIN_DIR/gang-scheduler"
+}
+
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(helm helm-unittest kind)
 for t in "${targets[@]}"; do
@@ -198,7 +224,8 @@ for t in "${targets[@]}"; do
     kwok) build_kwok ;;
     training-operator) build_training_operator ;;
     kueue) build_kueue ;;
-    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator kueue)"; exit 2 ;;
+    gang-scheduler) build_gang_scheduler ;;
+    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator kueue gang-scheduler)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

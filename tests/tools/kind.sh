@@ -17,6 +17,7 @@
 #   kubeconfig                              print the kubeconfig path
 #   export-logs DIR                         `kind export logs` into DIR
 #   kueue                                   install Kueue's controller (pinned Go module) on it
+#   gang-scheduler                          install the TEST-ONLY gang scheduler and PodGroup CRD
 #
 # --node-image IMAGE (or PHALANX_KIND_NODE_IMAGE) uses a published node image such as
 # kindest/node:v1.33.4 with kind's default CNI. Without it, `up` tries to pull the published
@@ -386,6 +387,32 @@ yaml.safe_dump_all(docs, sys.stdout)
     --timeout=300s >/dev/null
 }
 
+# --- Gang scheduler (TEST-ONLY) ---------------------------------------------------------------
+
+# tests/tools/gang-scheduler: kube-scheduler with a minimal coscheduling plugin, as a second
+# scheduler (phalanx-gang) in kube-system, and scheduler-plugins' PodGroup CRD (the test
+# fixture's copy) it reads; for the kind suite's `gang: true` case.
+install_gang_scheduler() {
+  local dir target image
+  bash "$ROOT/tests/tools/cluster-tools.sh" gang-scheduler >/dev/null
+  target=$(readlink "$TOOLS_BIN/gang-scheduler")
+  image="phalanx/gang-scheduler:${target#gang-scheduler-}"
+  if ! image_exists "$image"; then
+    dir=$(mktemp -d)
+    install -D -m 0755 "$TOOLS_BIN/$target" "$dir/gang-scheduler"
+    tar -C "$dir" -c . | docker import -c 'ENTRYPOINT ["/gang-scheduler"]' \
+      -c 'USER 65532:65532' - "$image" >/dev/null
+    rm -rf "$dir"
+  fi
+  timed "kind load (gang scheduler)" "$KIND" load docker-image --name "$NAME" "$image" >/dev/null
+  kubectl apply --server-side -f "$ROOT/tests/fixtures/crds/scheduling.x-k8s.io_podgroups.yaml" \
+    >/dev/null
+  sed "s|GANG_SCHEDULER_IMAGE|$image|" "$ROOT/tests/e2e/kind/gang-scheduler.yaml" \
+    | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  timed "gang scheduler ready" kubectl -n kube-system rollout status \
+    deployment/phalanx-gang-scheduler --timeout=300s >/dev/null
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -398,5 +425,6 @@ case $cmd in
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
   export-logs) "$KIND" export logs "${1:?directory}" --name "$NAME" ;;
   kueue) install_kueue ;;
+  gang-scheduler) install_gang_scheduler ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
