@@ -60,7 +60,9 @@ def section(records: list[dict[str, Any]]) -> list[str]:
         "cluster's own record (the Workload's Admitted or Evicted condition) or the moment the "
         "test ran `kubectl drain`; the end is the trainer's first step from its step log, or "
         "the moment the test saw the job's last pod gone. Steps redone: trained before the stop "
-        "but not in the checkpoint the job resumed from.",
+        "but not in the checkpoint the job resumed from. Admission to training is the job's "
+        "whole cold start (its pods made, scheduled and started, torch imported, the gang's "
+        "rendezvous, the first step), not a wait on Kueue; it is not broken down here.",
         "",
         "| case | figure | seconds | steps redone | failures recorded | commit |",
         "| --- | --- | --- | --- | --- | --- |",
