@@ -12,21 +12,18 @@ epoch 1 (with a PodGroup per epoch, as before, it waited alone for a quorum of 3
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from tests.e2e import faults
 from tests.e2e.cluster import (
     KIND_SH,
     KindCluster,
-    first_step_after,
     for_kind,
     record,
     run,
     wait_for,
 )
 from tests.e2e.jobs import training_job
+from tests.e2e.training import replace_a_pod
 
 SCHEDULER = "phalanx-gang"
 PLUGIN = "PhalanxGang"
@@ -78,30 +75,19 @@ def test_a_replacement_pod_joins_its_carried_over_peers_gang_past_epoch_one(
 ) -> None:
     kind = gang_scheduler
     kind.create_job(namespace, gang_job("gang", nodes=(3, 3), steps=250))
-    log = kind.shared_dir(namespace) / "gang" / "log" / "losses.jsonl"
-    before = kind.wait_status(namespace, "gang", lambda s: s.get("phase") == "Running"
-                              and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
-                              "training past a checkpoint", timeout=300)  # fmt: skip
-    victim = kind.running_pod(namespace, "gang", before["epoch"], rank=1)
-    deleted_at = time.time()
-    faults.delete_pod(kind, victim)
-    epoch, first_step = wait_for(lambda: first_step_after(log, before["epoch"]), 300,
-                                 "a step of the next epoch")  # fmt: skip
-    assert epoch > 1
-    after = kind.status(namespace, "gang")
-    carried = (after.get("current") or {}).get("ranks") or {}
-    assert victim.metadata.name not in carried
-    assert len(carried) == 2, f"two pods carried over in place: {carried}"
+    replaced = replace_a_pod(kind, namespace, "gang")
     pods = {p.metadata.name: p for p in kind.node_pods(namespace, "gang")
             if not p.metadata.deletion_timestamp}  # fmt: skip
-    [replacement] = [p for name, p in pods.items() if name not in carried]  # the carried keep
-    # their first epoch's labels; the replacement is the new epoch's one new pod
+    # the carried pods keep their first epoch's labels; the replacement is the one new pod
+    [replacement] = [p for name, p in pods.items() if name not in replaced.carried]
     assert replacement.spec.scheduler_name == SCHEDULER
     assert replacement.metadata.labels[PODGROUP_LABEL] == "gang", "the job's one group"
     assert replacement.spec.node_name, "the replacement was bound"
     group = kind.custom.get_namespaced_custom_object(
         "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "gang")  # fmt: skip
     assert group["spec"]["minMember"] == 3
-    record("gang-pod-replaced", fault_to_first_step_s=round(first_step - deleted_at, 1),
-           trained_epoch=epoch, failures=[f["reason"] for f in after.get("failures", [])],
+    record("gang-pod-replaced",
+           fault_to_first_step_s=round(replaced.first_step - replaced.deleted_at, 1),
+           trained_epoch=replaced.epoch,
+           failures=[f["reason"] for f in replaced.status.get("failures", [])],
            events=[e.reason for e in kind.events(namespace, "gang")])  # fmt: skip

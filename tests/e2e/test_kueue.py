@@ -30,7 +30,6 @@ from kubernetes.client.exceptions import ApiException
 
 from phalanx.models.labels import KUEUE_QUEUE
 from phalanx.models.names import workload_name
-from tests.e2e import faults
 from tests.e2e.cluster import (
     KIND_SH,
     KindCluster,
@@ -42,7 +41,7 @@ from tests.e2e.cluster import (
     wait_for,
 )
 from tests.e2e.jobs import training_job
-from tests.e2e.training import reference_losses, trained_and_resumed
+from tests.e2e.training import reference_losses, replace_a_pod, trained_and_resumed
 from tests.support.gang import check_exactly_once, trajectory
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -267,20 +266,7 @@ def test_a_queued_jobs_replacement_pod_schedules_past_epoch_one_without_an_evict
     quota(kind, namespace, pods=3)
     local_queue(kind, namespace)
     kind.create_job(namespace, queued_job("gang", steps=250, nodes=(3, 3)))
-    log = log_of(kind, namespace, "gang") / "losses.jsonl"
-    before = kind.wait_status(namespace, "gang", lambda s: s.get("phase") == "Running"
-                              and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
-                              "training past a checkpoint", timeout=300)  # fmt: skip
-    victim = kind.running_pod(namespace, "gang", before["epoch"], rank=1)
-    deleted_at = time.time()
-    faults.delete_pod(kind, victim)
-    epoch, first_step = wait_for(lambda: first_step_after(log, before["epoch"]), 300,
-                                 "a step of the next epoch")  # fmt: skip
-    assert epoch > 1
-    after = kind.status(namespace, "gang")
-    carried = (after.get("current") or {}).get("ranks") or {}
-    assert victim.metadata.name not in carried, carried
-    assert len(carried) == 2, f"the two other pods carried over in place: {carried}"
+    replaced = replace_a_pod(kind, namespace, "gang")
     placed = scheduled_pods(kind, namespace, "gang")
     assert len(placed) == 4, f"three pods, then one replacement scheduled: {sorted(placed)}"
     found = workload(kind, namespace, "gang")
@@ -290,9 +276,10 @@ def test_a_queued_jobs_replacement_pod_schedules_past_epoch_one_without_an_evict
     assert ready["reason"] == "Recovered", "PodsReady went False and back after the start"
     reasons = [e.reason for e in kind.events(namespace, "gang")]
     assert "Evicted" not in reasons, reasons
-    record("kueue-pod-replaced", fault_to_first_step_s=round(first_step - deleted_at, 1),
-           failures=[f["reason"] for f in after.get("failures", [])],
-           trained_epoch=epoch, events=reasons)  # fmt: skip
+    record("kueue-pod-replaced",
+           fault_to_first_step_s=round(replaced.first_step - replaced.deleted_at, 1),
+           failures=[f["reason"] for f in replaced.status.get("failures", [])],
+           trained_epoch=replaced.epoch, events=reasons)  # fmt: skip
 
 
 def test_a_queue_name_kueue_refuses_is_a_configuration_error_naming_the_field(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ from kubernetes import client as k8s
 from phalanx.local import LocalRun, RunOptions
 from phalanx.models import TrainingJob
 from phalanx.models.labels import KUEUE_QUEUE
-from tests.e2e.cluster import KindCluster, first_step_after, for_kind
+from tests.e2e import faults
+from tests.e2e.cluster import KindCluster, first_step_after, for_kind, wait_for
 from tests.e2e.jobs import training_job
 
 JOB = "faulty"
@@ -98,3 +101,38 @@ def reference_losses(manifest: dict[str, Any], steps: int, workdir: Path) -> dic
     LocalRun(TrainingJob.from_manifest(job), RunOptions(workdir=workdir, fresh=True)).run()
     lines = (workdir / "log" / "losses.jsonl").read_text().splitlines()
     return {int(r["step"]): float(r["loss"]) for r in map(json.loads, lines) if "loss" in r}
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A pod of a 3-node job deleted while it trained, and what followed (`replace_a_pod`)."""
+
+    victim: k8s.V1Pod
+    deleted_at: float
+    epoch: int
+    """The epoch that trained after it."""
+    first_step: float
+    """When that epoch's first step came (the trainer's clock)."""
+    status: dict[str, Any]
+    carried: dict[str, int]
+    """The pods that carried over in place, by name: their node rank."""
+
+
+def replace_a_pod(kind: KindCluster, namespace: str, job: str) -> Replaced:
+    """Once `job` (3 node pods) trains past a checkpoint, delete node rank 1's pod; return when
+    the next epoch has stepped, checking the other two carried over in place."""
+    log = kind.shared_dir(namespace) / job / "log" / "losses.jsonl"
+    before = kind.wait_status(namespace, job, lambda s: s.get("phase") == "Running"
+                              and (s.get("lastCheckpoint") or {}).get("step", 0) >= 10,
+                              "training past a checkpoint", timeout=300)  # fmt: skip
+    victim = kind.running_pod(namespace, job, before["epoch"], rank=1)
+    deleted_at = time.time()
+    faults.delete_pod(kind, victim)
+    epoch, first_step = wait_for(lambda: first_step_after(log, before["epoch"]), 300,
+                                 "a step of the next epoch")  # fmt: skip
+    assert epoch > 1
+    status = kind.status(namespace, job)
+    carried = dict((status.get("current") or {}).get("ranks") or {})
+    assert victim.metadata.name not in carried, carried
+    assert len(carried) == 2, f"the two other pods carried over in place: {carried}"
+    return Replaced(victim, deleted_at, epoch, first_step, status, carried)
