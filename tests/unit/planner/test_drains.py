@@ -79,6 +79,21 @@ def test_a_moved_pod_gone_before_the_next_look_is_still_a_drain_not_a_failure() 
     assert j.status.current.moving == {}, "a new epoch moves nothing yet"
 
 
+def test_peers_still_running_after_the_moved_pod_is_gone_get_a_default_grace() -> None:
+    j = running(job(replicas={"min": 2, "max": 3}, spares=1), n=3, extra=(spare(0),))
+    gang = agents(1, 3)
+    nodes = {"node-2": CORDONED}
+    j, _ = step(j, Observed(pods=(*gang, spare(0)), nodes=nodes), at(20))
+    j, plan = step(j, Observed(pods=(*gang[:2], spare(0)), nodes=nodes), at(21))
+    assert j.status is not None
+    assert j.status.epoch == 1, "the peers still run: they may be saving"
+    assert plan.requeue_after == pytest.approx(29)
+    j, plan = step(j, Observed(pods=(*gang[:2], spare(0)), nodes=nodes), at(50))
+    assert j.status is not None
+    assert j.status.epoch == 2, "past the grace the move goes on"
+    assert events(plan) == ["Drain"]
+
+
 def test_without_a_spare_the_gang_shrinks_and_at_its_minimum_waits_for_a_node() -> None:
     j = running(job(replicas={"min": 2, "max": 3}), n=3)
     gang = agents(1, 3)

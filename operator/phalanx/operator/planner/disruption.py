@@ -12,6 +12,8 @@ meanwhile, so the eviction finds the rank already moved (see `builder.children`)
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from phalanx.models.conditions import ConditionType, EpochReason
 from phalanx.models.events import EventReason
 from phalanx.operator.planner import elastic, inplace
@@ -20,6 +22,11 @@ from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.observed import PodView
 from phalanx.operator.planner.recovery import CONSEQUENCES, workers_running
+
+DEFAULT_GRACE_SECONDS = 30
+"""Kubernetes' default termination grace: how long peers may go on saving once the moved pods
+are gone (their own deadline went with them), so that peers that never stop cannot hold the
+move forever."""
 
 
 def drains(d: Decision, _: PlannerConfig) -> bool:
@@ -79,7 +86,10 @@ def _gang_still_saving(d: Decision, pods: dict[int, PodView], moving: list[PodVi
     if not working:
         return False
     deadlines = [p.stop_deadline for p in moving if p.stop_deadline is not None]
-    if not deadlines:  # asked this moment: the deletion shows at the pods' next event
+    if not moving:  # gone already: their peers get a default grace from the stop to finish
+        started = d.status.recovering_since or d.now
+        deadlines = [started + timedelta(seconds=DEFAULT_GRACE_SECONDS)]
+    elif not deadlines:  # asked this moment: the deletion shows at the pods' next event
         return True
     until = min(deadlines)
     if d.now >= until:
