@@ -108,11 +108,12 @@ class Reconciler:
     @staticmethod
     async def _served(group: ServedGroup | None, wanted: bool, job: TrainingJob) -> bool:
         """Whether `group` is served; asked again (off the loop) only for a job that wants it
-        while it was not: when due, and at once for a job not started yet (its first epoch's
-        pods are about to be made with it or without it)."""
+        while it was not: when due, and at once at a new job's first look (its first epoch's
+        pods are about to be made with it or without it; a job held waiting, say for Kueue,
+        asks only when due, not at each of its reconciles)."""
         if group is None or not wanted or group.served:
             return group is not None and group.served
-        first = job.status is None or job.status.epoch == 0
+        first = job.status is None
         if first or group.due():
             return await asyncio.to_thread(group.refresh, first)
         return False
