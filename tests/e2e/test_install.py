@@ -121,8 +121,17 @@ def _restarts(kind: KindCluster, namespace: str, pod: str) -> int:
 def test_helm_uninstall_leaves_no_phalanx_pods_services_roles_or_leases(
     kind: KindCluster, phalanx: str
 ) -> None:
-    wait_for(lambda: not kind.core.list_namespace(label_selector="phalanx.dev/e2e=true").items,
-             300, "the test namespaces to be gone")  # fmt: skip
+    def namespaces_left() -> list[str]:  # with why the namespace controller holds each one
+        return [
+            f"{ns.metadata.name}: "
+            + "; ".join(c.message for c in ns.status.conditions or () if c.status == "True")
+            for ns in kind.core.list_namespace(label_selector="phalanx.dev/e2e=true").items
+        ]
+
+    try:
+        wait_for(lambda: not namespaces_left(), 180, "the test namespaces to be gone")
+    except AssertionError as error:
+        raise AssertionError(f"{error}: {namespaces_left()}") from None
     kind.helm("uninstall", RELEASE, "--namespace", phalanx, "--wait", "--timeout", "3m")
     rbac = k8s.RbacAuthorizationV1Api(kind.api)
     leases = k8s.CoordinationV1Api(kind.api)
