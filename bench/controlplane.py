@@ -46,7 +46,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 from kubernetes import client as k8s
@@ -56,6 +56,7 @@ from bench import baselines, kwok
 from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
+from bench.stats import quantile
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import (
@@ -185,6 +186,8 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         wait_until(lambda: tally.jobs_running(hit, epochs) == len(hit), 900,
                    f"the {len(hit)} jobs of the lost nodes Running again", interval=0.2)  # fmt: skip
         storm_recovered = time.monotonic() - storm_started
+        per_job = [cast(float, tally.running_again(name, epochs[name])) - storm_started
+                   for name in hit]  # fmt: skip
         after, wall_end = scrape(port), time.time()
         cpu = {name: cpu_seconds(pid) - cpu_before[name]
                for name, pid in {**others, "operator": operator.pid}.items()}  # fmt: skip
@@ -210,6 +213,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "api_requests": scale_up["requests"], "api_requests_per_reconcile": scale_up["requests"] / max(reconciles, 1),
         "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"], "api_refused": scale_up["refused"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
         "storm_nodes": len(lost), "storm_jobs": len(hit), "storm_recovered": storm_recovered,
+        "storm_job_p50": quantile(per_job, 0.5), "storm_job_p99": quantile(per_job, 0.99),
         "storm_reconciles": storm_reconciles,
         "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
         "storm_api_requests": in_storm["requests"],
@@ -238,6 +242,8 @@ def _table(f: dict[str, Any]) -> str:
          + ", ".join(f"{k} {v}" for k, v in sorted(f["api_by_verb"].items()))),
         ("failure storm: nodes lost at once, jobs hit",
          f"{f['storm_nodes']} nodes, {f['storm_jobs']} jobs"),
+        *([("storm -> each hit job Running again, p50 / p99",
+            f"{f['storm_job_p50']:.1f} / {f['storm_job_p99']:.1f} s")] if "storm_job_p99" in f else []),
         ("storm -> every hit job Running again", f"{f['storm_recovered']:.1f} s "
          f"({f['storm_reconciles']:.0f} reconciles, p99 {ms(f['storm_reconcile_p99'])}, "
          f"{f['storm_api_requests']} API requests)"),

@@ -41,6 +41,8 @@ class Tally:
     pods: dict[str, PodSeen] = field(default_factory=dict)
     jobs: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     """Job name -> (phase, epoch)."""
+    running_at: dict[tuple[str, int], float] = field(default_factory=dict)
+    """(job name, epoch) -> when the job was first seen Running at that epoch (monotonic)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
@@ -65,7 +67,14 @@ class Tally:
             if kind == "DELETED":
                 self.jobs.pop(job["metadata"]["name"], None)
             else:
-                self.jobs[job["metadata"]["name"]] = (status.get("phase"), status.get("epoch", 0))
+                name, phase, epoch = (
+                    job["metadata"]["name"],
+                    status.get("phase"),
+                    status.get("epoch", 0),
+                )
+                self.jobs[name] = (phase, epoch)
+                if phase == "Running":
+                    self.running_at.setdefault((name, epoch), time.monotonic())
 
     def jobs_running(
         self, names: set[str] | None = None, after: dict[str, int] | None = None
@@ -75,6 +84,14 @@ class Tally:
             return sum(1 for name, (phase, epoch) in self.jobs.items()
                        if phase == "Running" and (names is None or name in names)
                        and (after is None or epoch > after[name]))  # fmt: skip
+
+    def running_again(self, name: str, after: int) -> float | None:
+        """When the job was first seen Running at an epoch past `after` (None: not yet)."""
+        with self.lock:
+            times = [
+                t for (job, epoch), t in self.running_at.items() if job == name and epoch > after
+            ]
+        return min(times, default=None)
 
     def nth_created(self, n: int) -> float:
         with self.lock:

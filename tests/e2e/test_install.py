@@ -124,7 +124,9 @@ def test_helm_uninstall_leaves_no_phalanx_pods_services_roles_or_leases(
     def namespaces_left() -> list[str]:  # with why the namespace controller holds each one
         return [
             f"{ns.metadata.name}: "
-            + "; ".join(c.message for c in ns.status.conditions or () if c.status == "True")
+            + "; ".join(
+                c.message or c.type for c in ns.status.conditions or () if c.status == "True"
+            )
             for ns in kind.core.list_namespace(label_selector="phalanx.dev/e2e=true").items
         ]
 

@@ -2,7 +2,8 @@
 
 Covers: histogram_quantile interpolates inside the bucket as Prometheus does; the buckets between
 two scrapes are their difference; the storm picks the fewest nodes (in name order) that hit the
-asked number of jobs, counting only Running pods; the audit log gives the operator's requests in
+asked number of jobs, counting only Running pods; a hit job is back when first seen Running at a
+later epoch (a status at its old epoch, or a later one not Running, does not count); the audit log gives the operator's requests in
 a time window, by verb and resource, a watch counted once, and the API server's time for those
 that end.
 """
@@ -44,6 +45,24 @@ def test_the_storm_takes_the_fewest_nodes_that_hit_enough_jobs() -> None:
     assert storm_nodes(tally, 2) == (["n1"], {"a", "b"})
     assert storm_nodes(tally, 3) == (["n1", "n2"], {"a", "b", "c"})
     assert storm_nodes(tally, 5) == (["n1", "n2", "n3"], {"a", "b", "c", "e"})  # d is not Running
+
+
+def test_a_hit_job_is_back_when_running_at_a_later_epoch() -> None:
+    tally = Tally()
+
+    def seen(epoch: int, phase: str) -> None:
+        job = {"metadata": {"name": "a"}, "status": {"phase": phase, "epoch": epoch}}
+        tally.on_job("MODIFIED", job)
+
+    seen(1, "Running")
+    seen(2, "Restarting")
+    assert tally.running_again("a", after=1) is None
+    seen(2, "Running")
+    first = tally.running_again("a", after=1)
+    seen(2, "Running")
+    assert first is not None
+    assert tally.running_again("a", after=1) == first  # the first time it was seen, kept
+    assert tally.running_again("a", after=2) is None
 
 
 def _event(user: str, verb: str, stage: str, received: str, done: str, resource: str | None) -> str:

@@ -22,6 +22,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, assert_never, cast
 
 from kubernetes import client as k8s
@@ -41,6 +42,7 @@ from phalanx.operator import builder, planner
 from phalanx.operator.answers import ChildRefusedError, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
+from phalanx.operator.kube import discard
 from phalanx.operator.kueue import Workloads
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
@@ -203,7 +205,7 @@ class Executor:
         itself (422, or a pod PodSecurity admission does not admit) raises ChildRefusedError."""
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         try:
-            refusable(job, kind, name, lambda: create(manifest))
+            refusable(job, kind, name, lambda: discard(create(manifest)))
         except ApiException as error:
             tolerate(error, 409)
             return False
@@ -213,7 +215,11 @@ class Executor:
         key, name = _key(job), manifest["metadata"]["name"]
         if self.expectations.pod_expected(key, name):
             return  # created by an earlier reconcile; the watch has not shown it yet
-        self._create(job, lambda body: self.core.create_namespaced_pod(_ns(job), body), manifest)
+        self._create(
+            job,
+            lambda body: self.core.create_namespaced_pod(_ns(job), body, _preload_content=False),
+            manifest,
+        )
         self.expectations.pod_created(key, name)
 
     def _ensure_pod_group(self, job: TrainingJob, min_member: int) -> None:
@@ -235,38 +241,18 @@ class Executor:
         ensured = (job.metadata.uid or "", epoch or 0)
         if not again and self.expectations.children_made(key, ensured):
             return
-        ns = _ns(job)
-        self._create(
-            job,
-            lambda b: self.core.create_namespaced_service(ns, b),
-            builder.headless_service(job, self.build.master_port),
-        )
-        self._create(
-            job,
-            lambda b: self.core.create_namespaced_service_account(ns, b),
-            builder.service_account(job),
-        )
-        self._create(job, lambda b: self.rbac.create_namespaced_role(ns, b), builder.role(job))
-        self._create(
-            job,
-            lambda b: self.rbac.create_namespaced_role_binding(ns, b),
-            builder.role_binding(job),
-        )
-        self._create(
-            job,
-            lambda b: self.coordination.create_namespaced_lease(ns, b),
-            builder.heartbeat_lease(job),
-        )
-        self._create(
-            job,
-            lambda b: self.coordination.create_namespaced_lease(ns, b),
-            builder.assignment_lease(job),
-        )
-        self._create(
-            job,
-            lambda b: self.policy.create_namespaced_pod_disruption_budget(ns, b),
-            builder.disruption_budget(job),
-        )
+        service = builder.headless_service(job, self.build.master_port)
+        children: tuple[tuple[Callable[..., object], Manifest], ...] = (
+            (self.core.create_namespaced_service, service),
+            (self.core.create_namespaced_service_account, builder.service_account(job)),
+            (self.rbac.create_namespaced_role, builder.role(job)),
+            (self.rbac.create_namespaced_role_binding, builder.role_binding(job)),
+            (self.coordination.create_namespaced_lease, builder.heartbeat_lease(job)),
+            (self.coordination.create_namespaced_lease, builder.assignment_lease(job)),
+            (self.policy.create_namespaced_pod_disruption_budget, builder.disruption_budget(job)),
+        )  # fmt: skip
+        for create, manifest in children:
+            self._create(job, partial(create, _ns(job), _preload_content=False), manifest)
         if not again:
             self.expectations.children_created(key, ensured)
 
@@ -288,19 +274,31 @@ class Executor:
         body = {"metadata": {"annotations": {labels.ASSIGNMENT: value}}}
         name = assignment_lease_name(job.metadata.name or "")
         try:
-            self.coordination.patch_namespaced_lease(name, _ns(job), body)
+            discard(
+                self.coordination.patch_namespaced_lease(
+                    name, _ns(job), body, _preload_content=False
+                )
+            )
         except ApiException as error:
             if error.status != 404:
                 raise
             self._ensure_children(job)  # created by the first reconcile; gone since: again
-            self.coordination.patch_namespaced_lease(name, _ns(job), body)
+            discard(
+                self.coordination.patch_namespaced_lease(
+                    name, _ns(job), body, _preload_content=False
+                )
+            )
         self._published[key] = value
 
     def _delete_pods(self, job: TrainingJob, names: tuple[str, ...], force: bool) -> None:
         grace = 0 if force else None
         for name in names:
             try:
-                self.core.delete_namespaced_pod(name, _ns(job), grace_period_seconds=grace)
+                discard(
+                    self.core.delete_namespaced_pod(
+                        name, _ns(job), grace_period_seconds=grace, _preload_content=False
+                    )
+                )
             except ApiException as error:
                 tolerate(error, 404)
         reports = {labels.AGENT_REPORT_PREFIX + name: None for name in names}
@@ -352,7 +350,9 @@ class Executor:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(_ns(job), cast(Any, body))
+            discard(
+                self.core.create_namespaced_event(_ns(job), cast(Any, body), _preload_content=False)
+            )
         except ApiException as error:  # an event is a courtesy; never fail a reconcile for it
             log.warning(
                 "could not emit event %s for %s: %s", event.reason, meta.get("name"), error.reason

@@ -26,6 +26,7 @@ from phalanx.models import labels
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import observe
 from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL
+from phalanx.operator.essence import AnnotationProgressStorage, SpecDiffBaseStorage
 from phalanx.operator.execute import Applied, Executor, StatusConflictError
 from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
@@ -201,6 +202,8 @@ def register(
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.persistence.finalizer = FINALIZER
+        settings.persistence.diffbase_storage = SpecDiffBaseStorage()
+        settings.persistence.progress_storage = AnnotationProgressStorage()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
