@@ -39,10 +39,9 @@ from phalanx.models.names import (
     workload_name,
 )
 from phalanx.operator import builder, planner
-from phalanx.operator.answers import ChildRefusedError, refusable, tolerate
+from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
-from phalanx.operator.kube import discard
 from phalanx.operator.kueue import Workloads
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (

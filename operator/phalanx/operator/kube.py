@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 import kopf
-import urllib3
 from kubernetes import client as k8s
 
 from phalanx.kubeconfig import load_configuration
@@ -17,7 +16,6 @@ __all__ = [
     "api_client",
     "bearer_token",
     "connection_info",
-    "discard",
     "has_api_group",
     "load_configuration",
 ]
@@ -26,16 +24,6 @@ __all__ = [
 def api_client(configuration: k8s.Configuration) -> k8s.ApiClient:
     """A client for the executor (used from worker threads)."""
     return k8s.ApiClient(configuration)
-
-
-def discard(answer: object) -> None:
-    """Read and let go of an answer asked for with `_preload_content=False`: the executor's
-    writes need only their status (an error status raises ApiException before this, its body
-    read). Turning a created pod's JSON into the client's model objects was a third of the CPU
-    its create cost (py-spy at 300 jobs on kwok, `bench.controlplane`)."""
-    if isinstance(answer, urllib3.HTTPResponse):
-        answer.read()
-        answer.release_conn()
 
 
 def connection_info(configuration: k8s.Configuration) -> kopf.ConnectionInfo:
