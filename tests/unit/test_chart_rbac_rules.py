@@ -49,7 +49,7 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     ("coordination.k8s.io", "leases"): {
         "list": "handlers.py kopf.index heartbeats_by_job",
         "watch": "handlers.py kopf.index heartbeats_by_job",
-        "create": "execute.py _ensure_children heartbeat_lease, assignment_lease",
+        "create": "execute.py _ensure_children heartbeat_lease; _assign assignment_lease",
         "get": "held to grant it in the job's Role (children.py role): escalation check",
         "update": "held to grant it in the job's Role (children.py role): escalation check",
         "patch": "execute.py _assign (the assignment), _delete_pods (drops agents' reports)",

@@ -33,7 +33,6 @@ from phalanx.models.assignment import EpochAssignment
 from phalanx.models.events import JobEvent
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import (
-    assignment_lease_name,
     event_name_prefix,
     lease_name,
     workload_name,
@@ -185,7 +184,10 @@ class Executor:
                 assert_never(action)
 
     def _write_status(self, raw: Mapping[str, Any], job: TrainingJob, write: PatchStatus) -> str:
-        body = {**raw, "status": write.status.to_wire()}
+        # Without managedFields, most of a job's metadata: the status subresource takes only
+        # the status from the body, so they were bytes to send and decode for nothing.
+        metadata = {k: v for k, v in raw.get("metadata", {}).items() if k != "managedFields"}
+        body = {**raw, "metadata": metadata, "status": write.status.to_wire()}
         try:
             result = self.custom.replace_namespaced_custom_object_status(
                 GROUP, VERSION, _ns(job), PLURAL, job.metadata.name or "", body
@@ -233,9 +235,10 @@ class Executor:
             )
 
     def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
-        """The job's Service, ServiceAccount, Role, RoleBinding, Leases and disruption budget:
-        once per epoch (a restart makes any that were deleted anew); every time without `epoch`
-        (one was found missing)."""
+        """The job's Service, ServiceAccount, Role, RoleBinding, heartbeat Lease and disruption
+        budget (the assignment Lease comes with the first assignment, `_assign`): once per
+        epoch (a restart makes any that were deleted anew); every time without `epoch` (one was
+        found missing)."""
         key, again = _key(job), epoch is None
         ensured = (job.metadata.uid or "", epoch or 0)
         if not again and self.expectations.children_made(key, ensured):
@@ -247,7 +250,6 @@ class Executor:
             (self.rbac.create_namespaced_role, builder.role(job)),
             (self.rbac.create_namespaced_role_binding, builder.role_binding(job)),
             (self.coordination.create_namespaced_lease, builder.heartbeat_lease(job)),
-            (self.coordination.create_namespaced_lease, builder.assignment_lease(job)),
             (self.policy.create_namespaced_pod_disruption_budget, builder.disruption_budget(job)),
         )  # fmt: skip
         for create, manifest in children:
@@ -270,23 +272,23 @@ class Executor:
         key = _key(job)
         if self._published.get(key) == value:
             return
+        lease = builder.assignment_lease(job)
+        lease["metadata"]["annotations"] = {labels.ASSIGNMENT: value}
+        name, ns = lease["metadata"]["name"], _ns(job)
+        create = partial(self.coordination.create_namespaced_lease, ns, _preload_content=False)
+        # The Lease is made with the job's first assignment: one write, not a create and a
+        # patch. After this operator's restart a job's first publication finds it (one 409).
+        if key not in self._published and self._create(job, create, lease):
+            self._published[key] = value
+            return
         body = {"metadata": {"annotations": {labels.ASSIGNMENT: value}}}
-        name = assignment_lease_name(job.metadata.name or "")
         try:
             discard(
-                self.coordination.patch_namespaced_lease(
-                    name, _ns(job), body, _preload_content=False
-                )
+                self.coordination.patch_namespaced_lease(name, ns, body, _preload_content=False)
             )
         except ApiException as error:
-            if error.status != 404:
-                raise
-            self._ensure_children(job)  # created by the first reconcile; gone since: again
-            discard(
-                self.coordination.patch_namespaced_lease(
-                    name, _ns(job), body, _preload_content=False
-                )
-            )
+            tolerate(error, 404)
+            self._create(job, create, lease)  # deleted since: made again, with this assignment
         self._published[key] = value
 
     def _delete_pods(self, job: TrainingJob, names: tuple[str, ...], force: bool) -> None:

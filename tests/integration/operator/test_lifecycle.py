@@ -1,12 +1,16 @@
 """A job's life apart from failures: success and TTL, suspend and resume.
 
-Scenarios 7 and 9 of the operator issue.
+Scenarios 7 and 9 of the operator issue, and the assignment Lease a job starts with.
 """
 
 from __future__ import annotations
 
+from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from phalanx.models import labels
+from phalanx.models.assignment import EpochAssignment
+from phalanx.models.names import assignment_lease_name
 from tests.integration.operator.conftest import Cluster
 from tests.support.controlplane import wait_until
 
@@ -49,3 +53,17 @@ def test_suspend_deletes_pods_and_resume_starts_a_new_epoch(cluster: Cluster) ->
     cluster.wait_event("pause", "Suspended")
     cluster.wait_event("pause", "Resumed")
     assert cluster.status("pause")["restarts"]["total"] == 0
+
+
+def test_the_assignment_lease_is_made_with_its_first_assignment(cluster: Cluster) -> None:
+    """The assignment Lease is no longer one of the children made before the pods: the first
+    publication creates it with epoch 1's assignment on it (one write, not a create and a patch)."""
+    cluster.create_job("first")
+    cluster.kubelet.start_gang("first", 1, 4)
+    cluster.wait_status("first", lambda s: s.get("phase") == "Running", "Running")
+    lease = k8s.CoordinationV1Api(cluster.api).read_namespaced_lease(
+        assignment_lease_name("first"), cluster.namespace
+    )
+    assignment = EpochAssignment.model_validate_json(lease.metadata.annotations[labels.ASSIGNMENT])
+    assert (assignment.epoch, assignment.nodes) == (1, 4)
+    assert sorted(assignment.ranks.values()) == [0, 1, 2, 3]
