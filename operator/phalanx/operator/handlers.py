@@ -77,6 +77,8 @@ class Reconciler:
         self._stale_version: dict[JobKey, str] = {}
         self._refused: dict[JobKey, ChildRefusal] = {}
         self._node_health: dict[str, tuple[bool, str | None]] = {}
+        self._placed: dict[str, set[JobKey]] = {}
+        """Node name -> the jobs that had a pod on it."""
 
     def waker(self, key: JobKey) -> asyncio.Event:
         return self._wakers.setdefault(key, asyncio.Event())
@@ -86,14 +88,27 @@ class Reconciler:
         if key in self._wakers:
             self._wakers[key].set()
 
+    def pod_placed(self, key: JobKey, node: str | None) -> None:
+        """Job `key` has a pod on `node` (kept until the job is forgotten: a stale entry only
+        wakes a job once too often)."""
+        if node:
+            self._placed.setdefault(node, set()).add(key)
+
     def node_seen(self, view: NodeView) -> None:
         """A node changed; only its readiness and whether it is being taken away concern the
-        jobs (their pods may run there)."""
+        jobs. One that got worse wakes the jobs with pods on it; one that got better wakes
+        every job (capacity for a job to grow, or to be placed). Waking all 1 000 jobs at each
+        of a storm's lost nodes queued the hit jobs' reconciles behind the others' (kwok)."""
         health = (view.ready, view.leaving)
-        if self._node_health.get(view.name, health) != health:
-            for waker in self._wakers.values():
-                waker.set()
+        before = self._node_health.get(view.name, health)
         self._node_health[view.name] = health
+        if before == health:
+            return
+        better = (view.ready and not before[0]) or (before[1] is not None and view.leaving is None)
+        woken = self._wakers.keys() if better else self._placed.get(view.name, set())
+        for key in list(woken):
+            if key in self._wakers:
+                self._wakers[key].set()
 
     def close(self) -> None:
         """The operator stopped: release the API threads."""
@@ -103,6 +118,8 @@ class Reconciler:
         self._wakers.pop(key, None)
         self._stale_version.pop(key, None)
         self._refused.pop(key, None)
+        for jobs in self._placed.values():
+            jobs.discard(key)
         self.metrics.forget(*key)
         self.executor.forget(key)
 
@@ -213,6 +230,7 @@ def register(
     async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
         key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
         reconciler.poke(key)
+        reconciler.pod_placed(key, body.spec.get("nodeName"))
         view = observe.pod_view(body)
         return {key: view} if view else {}
 
