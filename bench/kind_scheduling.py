@@ -25,6 +25,13 @@ CASES = {
                             "at 4", "admission to training", "admission_to_first_step_s"),
     "kueue-admitted-partial": ("the other, admitted partially at 2 (what was left)",
                                "admission to training", "admission_to_first_step_s"),
+    "kueue-grow-admitted": ("the one at 2 asks Kueue to grow (a Workload of its own); the "
+                            "other deleted", "deletion to its request admitted at 4",
+                            "freed_to_admitted_s"),
+    "kueue-grown": ("the same job grows into that admission (standby pods made and started, "
+                    "a planned resize; its grow cooldown already past)",
+                    "admission to training at 4 nodes",
+                    "admitted_to_training_s"),
     "kueue-preempted": ("an elastic job preempted by a higher-priority one",
                         "eviction to stopped (its step saved)", "eviction_to_stopped_s"),
     "kueue-pod-replaced": ("a queued job's pod deleted (Kueue's waitForPodsReady watching)",

@@ -4,7 +4,8 @@ from its Go module (`tests/tools/kind.sh kueue`: waitForPodsReady on, 120 s).
 Covers: two elastic jobs (min 2, max 4) in one ClusterQueue with quota for 6 node pods wait
 Suspended without a pod until their LocalQueue exists, then are admitted partially (4 and 2,
 never more than 6 together) and run exactly the pods admitted, none scheduled before admission
-(pod events); a higher-priority job preempts an elastic one, which saves the step it reached and
+(pod events); the one at 2 asks Kueue to grow with a Workload of its own, and grows to 4 only
+once the other is deleted and Kueue admits that request; a higher-priority job preempts an elastic one, which saves the step it reached and
 stops (nothing redone), waits Suspended while the other trains, and resumes when the quota frees,
 its loss trajectory within 1e-4 of an uninterrupted run with every sample once; a queued job whose
 pod is deleted restarts in place past epoch 1, the replacement scheduled beside its carried-over
@@ -52,6 +53,15 @@ POD_CPU_MILLI = 100
 GLOBAL_BATCH = 12  # training_job's
 DATASET = 240  # the trainer's default
 LOW, HIGH = "phalanx-e2e-low", "phalanx-e2e-high"
+GROW_COOLDOWN_SECONDS = float(
+    yaml.safe_load((Path(__file__).parent / "values-kind.yaml").read_text())["operator"][
+        "growCooldownSeconds"
+    ]
+)
+"""The suite's operator grows a job no sooner than this after it started running."""
+STEPS_TO_GROW = 1000
+"""Steps of each job sharing the quota: the partial one still trains long after it grew (0.2 s a
+step); the test ends there."""
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +185,7 @@ def test_two_elastic_jobs_share_a_quota_by_partial_admission(
     kind = kueue
     quota(kind, namespace, pods=6)
     for name in ("first", "second"):
-        kind.create_job(namespace, queued_job(name, steps=200, nodes=(2, 4)))
+        kind.create_job(namespace, queued_job(name, steps=STEPS_TO_GROW, nodes=(2, 4)))
         waiting = kind.wait_status(namespace, name, _suspended("WaitingForAdmission"),
                                    "Suspended, waiting for admission", timeout=120)  # fmt: skip
         assert waiting["nodes"] == 0
@@ -205,6 +215,52 @@ def test_two_elastic_jobs_share_a_quota_by_partial_admission(
         assert len(placed) == count, f"{name} ran pods Kueue did not admit: {sorted(placed)}"
         admitted_at = condition_time(workload(kind, namespace, name), "QuotaReserved")
         assert min(placed.values()) >= admitted_at - 1, "a pod placed before its admission"
+    small, large = sorted(sizes, key=sizes.__getitem__)
+    _grows_once_the_quota_frees(kind, namespace, small, large)
+
+
+def _grows_once_the_quota_frees(kind: KindCluster, namespace: str, small: str, large: str) -> None:
+    """The job admitted at 2 asks Kueue to grow (a Workload of its own) and waits, no pod made
+    for it; once the other job is deleted, Kueue admits the request, the first Workload is
+    handed back, and the job grows to 4 as a planned resize (no failure, no restart)."""
+    asked = wait_for(lambda: _growth(kind, namespace, small), 120,
+                     f"{small}'s request to grow")  # fmt: skip
+    assert admitted(asked) is None, f"no quota left, yet admitted: {asked.get('status')}"
+    before = kind.status(namespace, small)
+    cooled = api_seconds(before["current"]["runningTime"]) + GROW_COOLDOWN_SECONDS
+    wait_for(lambda: time.time() >= cooled or None, GROW_COOLDOWN_SECONDS + 10,
+             f"{small} running for the operator's grow cooldown")  # fmt: skip
+    kind.kubectl("delete", "trainingjob", large, "-n", namespace, "--wait=false")
+    freed_at = time.time()
+    grown = kind.wait_status(namespace, small, lambda s: s.get("phase") == "Running"
+                             and s.get("nodes") == 4, f"{small} grown to 4", timeout=300)  # fmt: skip
+    asked = _growth(kind, namespace, small) or {}
+    assert admitted(asked) == 4, asked.get("status")
+    first = workload(kind, namespace, small)
+    assert _condition(first.get("status") or {}, "Finished", "True"), "first admission kept"
+    assert not grown.get("failures"), grown["failures"]
+    assert grown["restarts"]["total"] == 0, grown["restarts"]
+    reasons = [e.reason for e in kind.events(namespace, small)]
+    assert reasons.count("Grow") == 1, reasons
+    growth_admitted = condition_time(asked, "QuotaReserved")
+    early = [p for p, t in scheduled_pods(kind, namespace, small).items()
+             if t < growth_admitted - 1]  # fmt: skip
+    assert len(early) == 2, f"pods placed beyond the first admission of 2: {sorted(early)}"
+    losses = log_of(kind, namespace, small) / "losses.jsonl"
+    trained = wait_for(partial(first_step_after, losses, before["epoch"]), 120,
+                       f"{small}'s first step at 4 nodes")  # fmt: skip
+    record("kueue-grow-admitted", job=small, admitted_pods=4,
+           freed_to_admitted_s=round(growth_admitted - freed_at, 1))  # fmt: skip
+    record("kueue-grown", job=small, admitted_to_training_s=round(trained[1] - growth_admitted, 1),
+           events=reasons, failures=[])  # fmt: skip
+
+
+def _growth(kind: KindCluster, namespace: str, job: str) -> dict[str, Any] | None:
+    """The Workload `job` asked for to grow (any but its first), if there is one."""
+    found = kind.custom.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, "workloads", label_selector=f"phalanx.dev/job={job}"
+    )["items"]
+    return next((w for w in found if w["metadata"]["name"] != workload_name(job)), None)
 
 
 def test_a_preempted_job_saves_stops_waits_and_resumes_with_nothing_redone(

@@ -82,3 +82,18 @@ def test_what_the_planner_reads_of_kueues_decision() -> None:
     assert (finished.finished, finished.active, finished.pods_ready) == (True, False, None)
     ready = observe.workload_view(body({"conditions": [cond("PodsReady", "False")]}))
     assert ready.pods_ready is False
+
+
+def test_a_workload_asked_for_to_grow_is_named_and_labelled_with_its_epoch() -> None:
+    """The planner tells a job's Workloads apart by the epoch they were asked in: the first is
+    named after the job (epoch 0), one asked for to grow names its epoch; both read back."""
+    first, grow = (
+        workload(queued(), 4, 2, True, BuildSettings()),
+        workload(queued(), 4, 3, True, BuildSettings(), epoch=7),
+    )
+    assert (first["metadata"]["name"], grow["metadata"]["name"]) == ("j", "j-grow-7")
+    assert grow["metadata"]["labels"]["phalanx.dev/epoch"] == "7"
+    assert grow["spec"]["podSets"][0]["minCount"] == 3
+    assert observe.workload_view(grow).epoch == 7
+    assert observe.workload_view(first).epoch == 0
+    assert observe.workload_view(body({})).epoch == 0, "no label: the job's first"

@@ -132,9 +132,11 @@ def disruption_budget_name(job: str) -> str:
     return job
 
 
-def workload_name(job: str) -> str:
-    """The Kueue Workload through which a queued job is admitted."""
-    return job
+def workload_name(job: str, asked_in_epoch: int = 0) -> str:
+    """The Kueue Workload through which a queued job is admitted: the job's name for the first
+    one; a later one, asked for to grow past a partial admission, names the epoch it was asked
+    in (one at a time, and each growth starts a new epoch)."""
+    return job if asked_in_epoch == 0 else f"{job}-grow-{asked_in_epoch}"
 
 
 def pod_group_name(job: str) -> str:

@@ -35,7 +35,6 @@ from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import (
     event_name_prefix,
     lease_name,
-    workload_name,
 )
 from phalanx.operator import builder, planner
 from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
@@ -147,14 +146,13 @@ class Executor:
             case EnsurePodGroup(min_member=size):
                 self._ensure_pod_group(job, size)
             case EnsureWorkload() as wanted:
-                name = workload_name(job.metadata.name or "")
-                refusable(job, "Workload", name, lambda: self.workloads.ensure(job, wanted))
-            case ReleaseQuota(message=message):
-                self.workloads.release_quota(job, message)
-            case MarkPodsReady(ready=ready):
-                self.workloads.mark_pods_ready(job, ready)
-            case FinishWorkload(message=message):
-                self.workloads.finish(job, message)
+                refusable(job, "Workload", wanted.name, lambda: self.workloads.ensure(job, wanted))
+            case ReleaseQuota(name=name, message=message):
+                self.workloads.release_quota(job, name, message)
+            case MarkPodsReady(name=name, ready=ready):
+                self.workloads.mark_pods_ready(job, name, ready)
+            case FinishWorkload(name=name, message=message):
+                self.workloads.finish(job, name, message)
             case CreateNodePod(
                 epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master, agent=agent
             ):

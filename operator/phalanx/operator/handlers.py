@@ -167,7 +167,7 @@ class Reconciler:
             workloads_supported=await self._served(
                 self.kueue, bool((job.metadata.labels or {}).get(labels.KUEUE_QUEUE)), job
             ),
-            workload=next(iter((workloads or {}).get(key, ())), None),
+            workloads=tuple((workloads or {}).get(key, ())),
             refused=refused,
         )
         started = time.perf_counter()

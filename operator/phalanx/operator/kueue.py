@@ -15,7 +15,6 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from phalanx.models.job import TrainingJob
-from phalanx.models.names import workload_name
 from phalanx.operator.builder.env import BuildSettings
 from phalanx.operator.builder.workload import (
     KUEUE_GROUP,
@@ -42,10 +41,11 @@ class Workloads:
         self.build = build
 
     def ensure(self, job: TrainingJob, wanted: EnsureWorkload) -> None:
-        """Create the job's Workload if absent; else set its spec.active as wanted."""
-        namespace, name = job.metadata.namespace or "", workload_name(job.metadata.name or "")
+        """Create the job's Workload `wanted.name` if absent; else set its spec.active as
+        wanted."""
+        namespace, name = job.metadata.namespace or "", wanted.name
         manifest = workload(job, wanted.count, wanted.min_count, wanted.active, self.build,
-                            self._priority(job))  # fmt: skip
+                            self._priority(job), wanted.epoch)  # fmt: skip
         try:
             self.custom.create_namespaced_custom_object(
                 KUEUE_GROUP, KUEUE_VERSION, namespace, WORKLOAD_PLURAL, manifest
@@ -58,7 +58,7 @@ class Workloads:
                 {"spec": {"active": wanted.active}},
             )  # fmt: skip
 
-    def release_quota(self, job: TrainingJob, message: str) -> None:
+    def release_quota(self, job: TrainingJob, name: str, message: str) -> None:
         """The evicted Workload's admission cleared (its quota back to the ClusterQueue), and it
         pending again: Kueue may admit it anew, at whatever size its quota then allows."""
 
@@ -70,9 +70,9 @@ class Workloads:
             _set(status, "QuotaReserved", "False", "Pending", message)
             _set(status, "Admitted", "False", "NoReservation", message)
 
-        self._replace_status(job, release)
+        self._replace_status(job, name, release)
 
-    def mark_pods_ready(self, job: TrainingJob, ready: bool) -> None:
+    def mark_pods_ready(self, job: TrainingJob, name: str, ready: bool) -> None:
         """The Workload's PodsReady condition, with Kueue's reasons: Started and WaitForStart
         before the pods were first ready, Recovered and WaitForRecovery after."""
 
@@ -94,16 +94,17 @@ class Workloads:
                     "the epoch's node pods are not all running",
                 )
 
-        self._replace_status(job, mark)
+        self._replace_status(job, name, mark)
 
-    def finish(self, job: TrainingJob, message: str) -> None:
-        """The Workload Finished: the job ended, its quota is free for good."""
+    def finish(self, job: TrainingJob, name: str, message: str) -> None:
+        """The Workload Finished, its quota free for good: the job ended, or the Workload is
+        replaced or no longer wanted."""
         self._replace_status(
-            job, lambda status: _set(status, "Finished", "True", "JobFinished", message)
+            job, name, lambda status: _set(status, "Finished", "True", "JobFinished", message)
         )
 
-    def _replace_status(self, job: TrainingJob, change: Any) -> None:
-        namespace, name = job.metadata.namespace or "", workload_name(job.metadata.name or "")
+    def _replace_status(self, job: TrainingJob, name: str, change: Any) -> None:
+        namespace = job.metadata.namespace or ""
         body = cast(Manifest, self.custom.get_namespaced_custom_object(
             KUEUE_GROUP, KUEUE_VERSION, namespace, WORKLOAD_PLURAL, name
         ))  # fmt: skip

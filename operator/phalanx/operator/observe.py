@@ -158,7 +158,8 @@ def leaving(node: Body, unhealthy_labels: Mapping[str, frozenset[str]]) -> str |
 def workload_view(workload: Body) -> WorkloadView:
     """What Kueue decided about a job's Workload: the pods admitted (its node pod set's count,
     the spec's where the admission gives none) while Admitted is True, an eviction while Evicted
-    is True, whether an admission (quota) is still held, Finished, spec.active and PodsReady."""
+    is True, whether an admission (quota) is still held, Finished, spec.active, PodsReady, and
+    the job's epoch it was asked for in."""
     spec, status = workload.get("spec") or {}, workload.get("status") or {}
     admission = status.get("admission")
     evicted, ready = _condition(status, "Evicted"), _condition(status, "PodsReady")
@@ -180,7 +181,14 @@ def workload_view(workload: Body) -> WorkloadView:
         finished=_is_true(_condition(status, "Finished")),
         active=spec.get("active", True) is not False,
         pods_ready=None if ready is None else _is_true(ready),
+        epoch=_int_label(workload, labels.EPOCH),
     )
+
+
+def _int_label(body: Body, key: str) -> int:
+    """An integer label of `body`; 0 where it has none or it is no integer."""
+    value = ((body.get("metadata") or {}).get("labels") or {}).get(key, "0")
+    return int(value) if str(value).isdigit() else 0
 
 
 def _is_true(condition: Body | None) -> bool:

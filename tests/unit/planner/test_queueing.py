@@ -31,8 +31,8 @@ def queued(**spec: Any) -> TrainingJob:
     return j.model_copy(update={"metadata": j.metadata.model_copy(update={"labels": QUEUE})})
 
 
-def kueue(workload: WorkloadView | None = None, **kw: Any) -> Observed:
-    return Observed(workloads_supported=True, workload=workload, **kw)
+def kueue(*workloads: WorkloadView, **kw: Any) -> Observed:
+    return Observed(workloads_supported=True, workloads=workloads, **kw)
 
 
 def admitted(count: int) -> WorkloadView:
@@ -41,7 +41,7 @@ def admitted(count: int) -> WorkloadView:
 
 def test_no_pod_before_admission_and_the_workload_asks_for_max_plus_spares_down_to_min() -> None:
     j, plan = step(queued(spares=1), kueue(), at(0))
-    assert plan.of_type(EnsureWorkload) == [EnsureWorkload(count=5, min_count=2, active=True)]
+    assert plan.of_type(EnsureWorkload) == [EnsureWorkload("j", count=5, min_count=2, active=True)]
     assert plan.of_type(CreateNodePod) == []
     assert j.status is not None
     assert j.status.phase == "Suspended"
@@ -87,7 +87,7 @@ def test_a_workload_the_api_server_refuses_is_a_configuration_error_not_a_retry(
     assert error.status == "False"
 
 
-def test_a_partial_admission_runs_at_the_admitted_size_and_never_grows_past_it() -> None:
+def test_a_partial_admission_runs_at_the_admitted_size_and_asks_kueue_to_grow() -> None:
     j, _ = step(queued(spares=1), kueue(), at(0))
     j, plan = step(j, kueue(admitted(3)), at(10))
     assert j.status is not None
@@ -96,18 +96,23 @@ def test_a_partial_admission_runs_at_the_admitted_size_and_never_grows_past_it()
     assert "Admitted" in events(plan)
     [admission] = [e for e in plan.events if e.reason == "Admitted"]
     assert admission.message.startswith("Kueue admitted 3 of 5 pods: the job runs within them")
+    assert plan.of_type(EnsureWorkload) == [], "no request to grow before it runs"
     assert plan.of_type(MarkPodsReady) == [], "not ready: Kueue's own WaitForStart stands"
     j, plan = step(j, kueue(admitted(3), pods=tuple(pods(1, 3))), at(20))
     assert j.status is not None
     assert j.status.phase == "Running"
-    assert plan.of_type(CreateStandbyPod) == [], "3 admitted pods: no spare, no growth"
-    assert plan.of_type(MarkPodsReady) == [MarkPodsReady(True)]
+    assert plan.of_type(CreateStandbyPod) == [], "3 admitted pods: no spare, no pod to grow"
+    [grow] = plan.of_type(EnsureWorkload)
+    assert grow == EnsureWorkload("j-grow-1", count=5, min_count=4, active=True, epoch=1), (
+        "Running at 3 of max 4: asks Kueue, with a Workload of its own, for 4 nodes or more"
+    )
+    assert plan.of_type(MarkPodsReady) == [MarkPodsReady("j", True)]
     ready = replace(admitted(3), pods_ready=True)
     j, plan = step(j, kueue(ready, pods=tuple(pods(1, 3))), at(21))
     assert plan.of_type(MarkPodsReady) == [], "said once"
     lost = (*pods(1, 2), *pods(1, 3, phase="Failed")[2:])
     j, plan = step(j, kueue(ready, pods=lost), at(22))
-    assert plan.of_type(MarkPodsReady) == [MarkPodsReady(False)], "restarting: not ready"
+    assert plan.of_type(MarkPodsReady) == [MarkPodsReady("j", False)], "restarting: not ready"
 
 
 def test_an_admission_of_max_plus_spares_runs_max_nodes_and_the_spares() -> None:
@@ -153,10 +158,73 @@ def test_a_suspended_job_deactivates_its_workload_and_a_finished_one_finishes_it
     j, _ = step(queued(), kueue(), at(0))
     j = j.model_copy(update={"spec": j.spec.model_copy(update={"suspend": True})})
     _, plan = step(j, kueue(admitted(4)), at(10))
-    assert plan.of_type(EnsureWorkload) == [EnsureWorkload(4, 2, active=False)]
+    assert plan.of_type(EnsureWorkload) == [EnsureWorkload("j", 4, 2, active=False)]
     assert j.status is not None
     done = j.model_copy(update={"status": j.status.model_copy(update={"phase": "Succeeded"})})
     _, plan = step(done, kueue(admitted(4)), at(20))
-    assert [a.message for a in plan.of_type(FinishWorkload)] == ["the TrainingJob Succeeded"]
+    assert [(a.name, a.message) for a in plan.of_type(FinishWorkload)] == [
+        ("j", "the TrainingJob Succeeded")
+    ]
     _, plan = step(done, kueue(replace(admitted(4), finished=True)), at(21))
     assert plan.of_type(FinishWorkload) == []
+
+
+def growth(**kw: Any) -> WorkloadView:
+    return WorkloadView("j-grow-1", requested=5, epoch=1, **kw)
+
+
+def test_the_job_grows_only_once_kueue_admits_its_request_and_hands_the_first_back() -> None:
+    """Partial admission at 2 of max 4: the request to grow waits in the queue while no pod is
+    made for it; admitted at 4, the first Workload is Finished and the job grows into the new
+    admission by its standby pods, then asks no more."""
+    j, _ = step(queued(spares=1), kueue(), at(0))
+    j, _ = step(j, kueue(admitted(2)), at(10))
+    running = tuple(pods(1, 2))
+    j, plan = step(j, kueue(admitted(2), pods=running), at(20))
+    [asked] = plan.of_type(EnsureWorkload)
+    assert (asked.name, asked.count, asked.min_count) == ("j-grow-1", 5, 3), "max + spares"
+    assert "Queued" in events(plan)
+    j, plan = step(j, kueue(admitted(2), growth(), pods=running), at(30))
+    assert plan.of_type(EnsureWorkload) == [], "asked once"
+    assert plan.of_type(CreateStandbyPod) == [], "no pod beyond the admitted 2"
+    assert plan.of_type(FinishWorkload) == []
+    grown = growth(admitted=5, quota_reserved=True)
+    j, plan = step(j, kueue(admitted(2), grown, pods=running), at(40))
+    assert plan.of_type(FinishWorkload) == [
+        FinishWorkload("j", "replaced by the Workload j-grow-1")
+    ], "the first admission's quota goes back once the larger one holds"
+    assert "Admitted" in events(plan)
+    assert len(plan.of_type(CreateStandbyPod)) == 3, "grows into the admission: 2 + a spare"
+    assert plan.of_type(EnsureWorkload) == [], "no request while it grows into this one"
+    first_done = replace(admitted(2), finished=True)
+    standbys = tuple(
+        replace(p, name=f"j-s-{p.rank}", role="standby", phase="Running") for p in pods(1, 2)
+    )
+    j, plan = step(j, kueue(first_done, grown, pods=(*running, *standbys)), at(200))
+    assert j.status is not None
+    assert (j.status.epoch, j.status.nodes) == (2, 4)
+    assert "Grow" in events(plan)
+    assert plan.of_type(FinishWorkload) == []
+    assert plan.of_type(EnsureWorkload) == [], "at max: nothing more to ask"
+
+
+def test_an_eviction_or_a_suspend_withdraws_the_request_to_grow() -> None:
+    j, _ = step(queued(), kueue(), at(0))
+    j, _ = step(j, kueue(admitted(2)), at(10))
+    running = tuple(pods(1, 2))
+    j, _ = step(j, kueue(admitted(2), pods=running), at(20))
+    evicted = replace(admitted(2), evicted="Preempted: by team-a/urgent")
+    _, plan = step(j, kueue(evicted, growth(), pods=running), at(30))
+    assert FinishWorkload("j-grow-1", "the job stopped: it asks to grow again once admitted "
+                          "anew") in plan.of_type(FinishWorkload)  # fmt: skip
+    suspended = j.model_copy(update={"spec": j.spec.model_copy(update={"suspend": True})})
+    _, plan = step(suspended, kueue(admitted(2), growth(), pods=running), at(30))
+    assert FinishWorkload("j-grow-1", "the job is suspended") in plan.of_type(FinishWorkload)
+
+
+def test_a_job_that_ends_finishes_every_workload_it_holds() -> None:
+    j, _ = step(queued(), kueue(), at(0))
+    assert j.status is not None
+    done = j.model_copy(update={"status": j.status.model_copy(update={"phase": "Failed"})})
+    _, plan = step(done, kueue(admitted(2), growth()), at(20))
+    assert sorted(f.name for f in plan.of_type(FinishWorkload)) == ["j", "j-grow-1"]

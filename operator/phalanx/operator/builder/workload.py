@@ -24,11 +24,11 @@ Manifest = dict[str, Any]
 
 def workload(
     job: TrainingJob, count: int, min_count: int, active: bool, settings: BuildSettings,
-    priority: int | None = None,
+    priority: int | None = None, epoch: int = 0,
 ) -> Manifest:  # fmt: skip
-    """The Workload: `count` pods, Kueue may admit as few as `min_count` (partial admission);
-    queued in the job's LocalQueue; `priority`, the value of the job's priorityClassName,
-    where it names one."""
+    """The Workload asked for in the job's `epoch` (0: its first; later: to grow): `count`
+    pods, Kueue may admit as few as `min_count` (partial admission); queued in the job's
+    LocalQueue; `priority`, the value of the job's priorityClassName, where it names one."""
     pod = node_pod(job, 1, 0, count, settings)
     template = {"metadata": {"labels": pod["metadata"].get("labels", {})}, "spec": pod["spec"]}
     pod_set: Manifest = {"name": POD_SET, "count": count, "template": template}
@@ -46,6 +46,8 @@ def workload(
     return {
         "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
         "kind": "Workload",
-        "metadata": child_metadata(job, workload_name(job.metadata.name or "")),
+        "metadata": child_metadata(
+            job, workload_name(job.metadata.name or "", epoch), {labels.EPOCH: str(epoch)}
+        ),
         "spec": spec,
     }

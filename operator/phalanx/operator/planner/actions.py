@@ -34,36 +34,43 @@ class EnsurePodGroup:
 
 @dataclass(frozen=True)
 class EnsureWorkload:
-    """Create, if absent, the job's Kueue Workload: one pod set of `count` pods shaped like the
-    job's node pod, at least `min_count` of them (Kueue's partial admission); and make its
-    spec.active `active` (False while the job is suspended: Kueue evicts it and frees its
+    """Create, if absent, the Kueue Workload `name` of the job, asked for in `epoch` (0: the
+    job's first; later: to grow past a partial admission): one pod set of `count` pods shaped
+    like the job's node pod, at least `min_count` of them (Kueue's partial admission); and make
+    its spec.active `active` (False while the job is suspended: Kueue evicts it and frees its
     quota, and admits it no more until it is active again)."""
 
+    name: str
     count: int
     min_count: int
     active: bool = True
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
 class ReleaseQuota:
-    """Hand back the quota of the job's evicted Workload: its pods have all stopped (Kueue's
-    contract with a job's controller: the admission is cleared only then)."""
+    """Hand back the quota of the job's evicted Workload `name`: its pods have all stopped
+    (Kueue's contract with a job's controller: the admission is cleared only then)."""
 
+    name: str
     message: str
 
 
 @dataclass(frozen=True)
 class MarkPodsReady:
-    """Tell Kueue whether every node pod of the admitted job runs (the Workload's PodsReady
-    condition, which its waitForPodsReady timeouts read)."""
+    """Tell Kueue whether every node pod of the admitted job runs (the PodsReady condition of
+    its Workload `name`, which Kueue's waitForPodsReady timeouts read)."""
 
+    name: str
     ready: bool
 
 
 @dataclass(frozen=True)
 class FinishWorkload:
-    """Mark the job's Workload Finished: the job ended, its quota is free for good."""
+    """Mark the job's Workload `name` Finished, its quota free for good: the job ended, a
+    Workload admitted later for more pods replaces it, or a request to grow is withdrawn."""
 
+    name: str
     message: str
 
 

@@ -118,6 +118,9 @@ class WorkloadView:
     """Its spec.active: False while the job is suspended."""
     pods_ready: bool | None = None
     """Its PodsReady condition (None while it has none)."""
+    epoch: int = 0
+    """The job's epoch it was asked for in (its epoch label): 0 for the job's first Workload,
+    later for one asked for to grow past a partial admission."""
 
 
 @dataclass(frozen=True)
@@ -149,8 +152,9 @@ class Observed:
     podgroups_supported: bool = False
     workloads_supported: bool = False
     """The cluster serves Kueue's Workloads (kueue.x-k8s.io)."""
-    workload: WorkloadView | None = None
-    """The job's Kueue Workload, where it has one."""
+    workloads: tuple[WorkloadView, ...] = ()
+    """The job's Kueue Workloads: its first, and any asked for later to grow
+    (`queueing.sort_out` tells which one admits the job now)."""
     refused: ChildRefusal | None = None
     """What the executor was refused since the planner last looked; the status keeps it after."""
 

@@ -57,7 +57,7 @@ def plan(
         epoch_limit_reached(decision)
     publish_assignment(decision)
     count_spares(decision)
-    queueing.report_readiness(decision)
+    queueing.report_to_kueue(decision)
     return decision.to_plan(previous)
 
 
@@ -68,7 +68,7 @@ def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
     status = job.status.model_copy(deep=True) if job.status else TrainingJobStatus()
     seen = inplace.effective(observed, status.epoch, status.nodes, status.current)
     sized = memory.with_node_gpu_memory(job, observed.nodes.values())
-    admitted = queueing.as_admitted(sized, observed.workload)
+    admitted = queueing.as_admitted(sized, queueing.sort_out(observed).current)
     return Decision(job=admitted, observed=seen, now=now, status=status)
 
 

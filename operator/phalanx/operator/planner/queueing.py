@@ -5,8 +5,14 @@ make one per job kind they know; for any other kind the job's controller makes i
 frameworks do. The job's Workload has one pod set, `node`, of `max + spares` pods shaped like
 its node pod, with `minCount = min`: Kueue's partial admission may admit fewer, down to `min`.
 No pod exists before the Workload is admitted; the job then runs at most the admitted pods,
-node ranks first (at the largest valid size), hot spares from what is left, and never grows
-past them.
+node ranks first (at the largest valid size), hot spares from what is left.
+
+Growing past a partial admission asks Kueue first: a second Workload for the job's whole size,
+at least one valid size more than it runs (named for the epoch it was asked in). It waits in the
+queue like any other; once Kueue admits it, it is the job's admission (the job grows into it by
+its usual standby pods) and the first one is marked Finished, its quota handed back. Until then
+both hold quota: Kueue must find room for the whole new size, not the difference (its elastic
+workload slices, which count the difference, are alpha, off by default, and not used here).
 
 An eviction (preempted by a higher-priority Workload, deactivated, a waitForPodsReady timeout)
 is a checkpoint, not a failure: the pods are deleted gracefully (the agents pass SIGTERM on, and
@@ -17,10 +23,13 @@ then), and the job waits Suspended until Kueue admits it again, to resume at the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from phalanx.models import labels
 from phalanx.models.conditions import ConditionReason, ConditionType
 from phalanx.models.events import EventReason
 from phalanx.models.job import TrainingJob
+from phalanx.models.names import workload_name
 from phalanx.models.status import ENDED
 from phalanx.operator.planner import elastic, refusal
 from phalanx.operator.planner.actions import (
@@ -31,7 +40,7 @@ from phalanx.operator.planner.actions import (
 )
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
-from phalanx.operator.planner.observed import WorkloadView
+from phalanx.operator.planner.observed import Observed, WorkloadView
 
 POLL_SECONDS = 2.0
 """How often an evicted job looks again while its pods stop (their deletions wake it too)."""
@@ -40,6 +49,29 @@ POLL_SECONDS = 2.0
 def queue_name(job: TrainingJob) -> str | None:
     """The Kueue LocalQueue the job names, if it names one."""
     return (job.metadata.labels or {}).get(labels.KUEUE_QUEUE) or None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The job's Workloads sorted out (`sort_out`)."""
+
+    current: WorkloadView | None
+    """The one that admits the job: the newest holding quota, else the oldest not Finished."""
+    growth: WorkloadView | None = None
+    """One asked for later to grow, not admitted yet."""
+    replaced: tuple[WorkloadView, ...] = ()
+    """Older ones still holding quota: a newer admission replaces them."""
+
+
+def sort_out(observed: Observed) -> Admission:
+    """Which of the job's Workloads admits it, which asks to grow, which are replaced."""
+    live = sorted((w for w in observed.workloads if not w.finished), key=lambda w: w.epoch)
+    held = [w for w in live if w.quota_reserved]
+    current = held[-1] if held else next(iter(live), None)
+    if current is None:
+        return Admission(None)
+    growth = next((w for w in live if w.epoch > current.epoch and not w.quota_reserved), None)
+    return Admission(current, growth, tuple(held[:-1]))
 
 
 def admitted_sizes(job: TrainingJob, pods: int) -> tuple[int, int] | None:
@@ -83,11 +115,14 @@ def queued(d: Decision, config: PlannerConfig) -> bool:
             )
             _hold(d, ConditionReason.KUEUE_NOT_SERVED, message)
         return True
-    workload = d.observed.workload
+    admission = sort_out(d.observed)
+    workload = admission.current
     if d.status.phase in ENDED:
-        if workload is not None and not workload.finished:
-            d.actions.append(FinishWorkload(f"the TrainingJob {d.status.phase}"))
+        for left in (workload, admission.growth):
+            if left is not None and not left.finished:
+                d.actions.append(FinishWorkload(left.name, f"the TrainingJob {d.status.phase}"))
         return False
+    _hand_back_replaced(d, admission)
     if workload is None:
         # ConfigurationError in the API server's words for this generation; a refusal of an
         # earlier one is cleared (the spec changed: the Workload is asked for again)
@@ -98,42 +133,96 @@ def queued(d: Decision, config: PlannerConfig) -> bool:
             return True
     active = not d.spec.suspend  # a suspended job's Workload is deactivated: its quota goes
     if workload is None or workload.active != active:
-        spec = d.job.spec
-        d.actions.append(EnsureWorkload(spec.replicas.max + spec.spares, spec.replicas.min, active))
+        spec, name = d.job.spec, workload.name if workload else workload_name(_name(d))
+        epoch = workload.epoch if workload else 0
+        d.actions.append(EnsureWorkload(name, spec.replicas.max + spec.spares,
+                                        spec.replicas.min, active, epoch))  # fmt: skip
     if workload is None:
         _hold(d, ConditionReason.WAITING_FOR_ADMISSION, f"waiting for Kueue queue {queue}")
         return True
     if workload.admitted is not None and workload.evicted is None:
         if d.status.phase == "Suspended" and not d.spec.suspend:
             d.event(EventReason.ADMITTED, _admitted_message(workload, workload.admitted))
+        if d.spec.suspend and admission.growth is not None:
+            d.actions.append(FinishWorkload(admission.growth.name, "the job is suspended"))
         return False
+    if admission.growth is not None:
+        d.actions.append(FinishWorkload(admission.growth.name, "the job stopped: it asks to "
+                                        "grow again once admitted anew"))  # fmt: skip
     _stop_and_release(d, workload, queue)
     return True
 
 
+def _name(d: Decision) -> str:
+    return d.job.metadata.name or ""
+
+
+def _hand_back_replaced(d: Decision, admission: Admission) -> None:
+    """A Workload admitted for more pods replaces the older ones: their quota goes back (the
+    job runs within the newer admission, its pods carried into it)."""
+    current = admission.current
+    if current is None or not admission.replaced:
+        return
+    for old in admission.replaced:
+        d.actions.append(FinishWorkload(old.name, f"replaced by the Workload {current.name}"))
+    if current.admitted is not None:
+        d.event(EventReason.ADMITTED, f"Kueue admitted {current.admitted} pods to grow "
+                f"(Workload {current.name}); the job grows into them")  # fmt: skip
+
+
+def next_size(job: TrainingJob, nodes: int) -> int | None:
+    """The smallest valid size above `nodes`, up to max; None when there is none."""
+    spec = job.spec
+    return next((n for n in range(nodes + 1, spec.replicas.max + 1)
+                 if elastic.is_valid_size(spec, n)), None)  # fmt: skip
+
+
+def _ask_to_grow(d: Decision, current: WorkloadView, growth: WorkloadView | None) -> None:
+    """A running job admitted below max asks Kueue, once, for the next valid size or more (a
+    Workload of its own, see the module's doc)."""
+    if growth is not None or d.spec.suspend or d.status.phase != "Running":
+        return
+    if current.admitted is None or current.evicted is not None:
+        return
+    sizes = admitted_sizes(d.job, current.admitted)
+    nodes = sizes[0] if sizes else 0
+    wanted = next_size(d.job, nodes)
+    if wanted is None or d.status.nodes < nodes:  # still growing into this admission
+        return
+    # the whole of what the job asks for, spares included (its admitted spec has fewer spares)
+    epoch, count = d.status.epoch, current.requested or d.job.spec.replicas.max
+    name = workload_name(_name(d), epoch)
+    d.actions.append(EnsureWorkload(name, count, wanted, True, epoch))
+    d.event(EventReason.QUEUED, f"asks Kueue to grow from {nodes} nodes: the Workload {name}, "
+            f"{count} pods, at least {wanted}")  # fmt: skip
+
+
 def _admitted_message(workload: WorkloadView, pods: int) -> str:
-    """What the admission means for the job's size: a partial one holds it there (Kueue resizes
-    no admitted Workload; its elastic workload slices are alpha and not used here)."""
+    """What the admission means for the job's size: a partial one holds it there until Kueue
+    admits the Workload it asks for to grow."""
     if workload.requested is None:
         return f"Kueue admitted {pods} pods"
     message = f"Kueue admitted {pods} of {workload.requested} pods"
     if pods < workload.requested:
         message += (
-            ": the job runs within them and grows no further until Kueue admits it anew "
-            "(after an eviction or a suspend)"
+            ": the job runs within them, and asks Kueue for more with a Workload of its own "
+            "once it runs"
         )
     return message
 
 
-def report_readiness(d: Decision) -> None:
+def report_to_kueue(d: Decision) -> None:
     """After the ladder decided: tell Kueue when the admitted job's node pods all run, and when
-    they no longer do (a restart). Kueue's own WaitForStart stands until they first run."""
-    workload = d.observed.workload
+    they no longer do (a restart; Kueue's own WaitForStart stands until they first run); and
+    once it runs below max, ask to grow."""
+    admission = sort_out(d.observed)
+    workload = admission.current
     if queue_name(d.job) is None or workload is None or workload.admitted is None:
         return
+    _ask_to_grow(d, workload, admission.growth)
     ready = d.status.phase == "Running" and workload.evicted is None
     if workload.pods_ready != ready and (ready or workload.pods_ready is not None):
-        d.actions.append(MarkPodsReady(ready))
+        d.actions.append(MarkPodsReady(workload.name, ready))
 
 
 def _refused(d: Decision) -> bool:
@@ -162,7 +251,9 @@ def _stop_and_release(d: Decision, workload: WorkloadView, queue: str) -> None:
         if d.observed.pods:
             d.requeue_in(POLL_SECONDS)
         elif workload.quota_reserved:
-            d.actions.append(ReleaseQuota(f"the TrainingJob stopped: {workload.evicted}"))
+            d.actions.append(
+                ReleaseQuota(workload.name, f"the TrainingJob stopped: {workload.evicted}")
+            )
         message = f"evicted by Kueue ({workload.evicted}); waiting for queue {queue}"
         _hold(d, ConditionReason.EVICTED_BY_KUEUE, message, announce=False)
         return
