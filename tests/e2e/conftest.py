@@ -3,7 +3,8 @@ what a failed test leaves behind (operator logs, `kubectl describe` of its pods,
 
 The cluster comes from `make kind-up` (tests/tools/kind.sh); `make e2e` makes it and runs this
 suite. Measurements (fault -> first training step of the new epoch) are appended to
-`<artifacts>/e2e-recovery.jsonl` for the report.
+`<artifacts>/e2e-recovery.jsonl` for the report; the file holds one run's: it is emptied when
+the run's first e2e test starts (`bench.kind_*` stamp what they find with the commit).
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _this_runs_records() -> None:
+    """Records of earlier runs are not this run's: the report would stamp them with this
+    commit."""
+    (ARTIFACTS / "e2e-recovery.jsonl").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
