@@ -22,6 +22,7 @@ from bench import (
     report_snapshot,
     stats,
     targets,
+    targets_controlplane,
 )
 from bench.report_format import pct as _pct
 from bench.report_format import ratio as _ratio
@@ -240,8 +241,8 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
     for s in series:
         lines.append(
             f"| {s['jobs']} x {s['nodes']} | {s['all_created']:.1f} s | {s['all_running']:.1f} s "
-            f"| {targets.reconcile_latency(s['reconcile_p50'])} / "
-            f"{targets.reconcile_latency(s['reconcile_p99'])} "
+            f"| {targets_controlplane.reconcile_latency(s['reconcile_p50'])} / "
+            f"{targets_controlplane.reconcile_latency(s['reconcile_p99'])} "
             f"| {s['api_server_p50'] * 1000:.0f} / {s['api_server_p99'] * 1000:.0f} ms "
             f"| {s['api_requests_per_reconcile']:.2f} | {s['cpu_seconds']['operator']:.0f} s "
             f"| {s['peak_rss_mib']:.0f} MiB | {s['storm_nodes']}, {s['storm_jobs']} -> "
@@ -252,10 +253,10 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
     lines += [
         "",
         f"At {last['jobs']} jobs, where a reconcile's time goes (p99): plan "
-        f"{targets.reconcile_latency(parts['plan']['p99'])}, waiting for an executor thread "
-        f"{targets.reconcile_latency(parts['wait']['p99'])} (p50 "
-        f"{targets.reconcile_latency(parts['wait']['p50'])}), execute (its API writes) "
-        f"{targets.reconcile_latency(parts['execute']['p99'])}. CPU seconds over the run: "
+        f"{targets_controlplane.reconcile_latency(parts['plan']['p99'])}, waiting for an executor thread "
+        f"{targets_controlplane.reconcile_latency(parts['wait']['p99'])} (p50 "
+        f"{targets_controlplane.reconcile_latency(parts['wait']['p50'])}), execute (its API writes) "
+        f"{targets_controlplane.reconcile_latency(parts['execute']['p99'])}. CPU seconds over the run: "
         + ", ".join(f"{k} {v:.0f}" for k, v in last["cpu_seconds"].items())
         + f". The operator's requests (audit log), the {TOP_VERBS} most frequent: "
         + ", ".join(f"{k} {v}" for k, v in list(last["api_by_verb"].items())[:TOP_VERBS])

@@ -10,30 +10,14 @@ measured". The note of a missed target must start from the measured figure, not 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench import stats
-from phalanx.operator.metrics import RECONCILE_BUCKETS
+from bench.target_base import Checker, Figures, KindRecords, Measured
+from bench.targets_controlplane import CONTROLPLANE_CHECKERS
 
-Figures = dict[str, Any]
-KindRecords = list[dict[str, Any]]
 TARGETS_FILE = Path(__file__).with_name("targets.toml")
-MB_PER_MIB = 2**20 / 10**6
-RECONCILE_TOP_BUCKET = float(RECONCILE_BUCKETS[-1])
-"""The last finite bucket of the operator's reconcile histograms: a quantile past it reads as
-this value, so it means "at least"."""
-PODS_TARGET = 8000
-
-
-def reconcile_latency(seconds: float) -> str:
-    """A reconcile (or reconcile part) quantile in ms, or a floor where it is past the
-    histogram's last bucket."""
-    if seconds >= RECONCILE_TOP_BUCKET:
-        return f">= {RECONCILE_TOP_BUCKET * 1000:.0f} ms (past the last bucket)"
-    return f"{seconds * 1000:.0f} ms"
 
 
 @dataclass(frozen=True)
@@ -51,15 +35,6 @@ def load(path: Path = TARGETS_FILE) -> list[Target]:
 
 
 @dataclass(frozen=True)
-class Measured:
-    """What one run measured for a target: the figure, and whether it meets the target (None:
-    a figure near the target, but not the one it sets)."""
-
-    value: str
-    met: bool | None
-
-
-@dataclass(frozen=True)
 class Check:
     """One row of the table: a target and what the run measured for it."""
 
@@ -67,9 +42,6 @@ class Check:
     measured: str
     met: bool | None
     """None: not measured."""
-
-
-Checker = Callable[[Figures, KindRecords], list[Measured]]
 
 
 def _recovery(name: str, p50_limit: float, p99_limit: float) -> Checker:
@@ -284,80 +256,6 @@ def _fsdp_node_lost(results: Figures, _: KindRecords) -> list[Measured]:
                      ratio <= 2.0 and peers == len(fsdp["seconds"]))]  # fmt: skip
 
 
-def _largest(results: Figures) -> Figures | None:
-    series = results.get("controlplane", {}).get("series") or []
-    return series[-1] if series else None
-
-
-def _pods_created(results: Figures, _: KindRecords) -> list[Measured]:
-    last = _largest(results)
-    if last is None:
-        return []
-    return [Measured(f"{last['pods']} pods in {last['all_created']:.1f} s",
-                     last["pods"] >= PODS_TARGET and last["all_created"] <= 60)]  # fmt: skip
-
-
-def _pods_created_vs(system: str, within: float) -> Checker:
-    """All pods created within `within` x the baseline's time, measured in the same run."""
-
-    def check(results: Figures, _: KindRecords) -> list[Measured]:
-        last = _largest(results)
-        theirs = next((b for b in (last or {}).get("baselines", []) if b["system"].startswith(system)),
-                      None)  # fmt: skip
-        if last is None or theirs is None:
-            return []
-        ratio = last["all_created"] / theirs["all_created"]
-        return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
-                         f"({ratio:.2f}x) at {last['jobs']} jobs",
-                         _at_jobs(ratio <= within, last))]  # fmt: skip
-
-    return check
-
-
-def _at_jobs(met: bool, last: Figures) -> bool:
-    return met and last["jobs"] >= 1000
-
-
-def _reconcile_p99(results: Figures, _: KindRecords) -> list[Measured]:
-    last = _largest(results)
-    if last is None:
-        return []
-    return [Measured(f"{reconcile_latency(last['reconcile_p99'])} at {last['jobs']} jobs",
-                     _at_jobs(last["reconcile_p99"] <= 1.0, last))]  # fmt: skip
-
-
-def _operator_rss(results: Figures, _: KindRecords) -> list[Measured]:
-    last = _largest(results)
-    if last is None:
-        return []
-    rss_mb = last["peak_rss_mib"] * MB_PER_MIB
-    return [Measured(f"{rss_mb:.0f} MB at {last['jobs']} jobs", _at_jobs(rss_mb <= 300, last))]
-
-
-def _conflicts(results: Figures, _: KindRecords) -> list[Measured]:
-    last = _largest(results)
-    if last is None or not last.get("api_by_code"):
-        return []
-    codes = {str(k): v for k, v in last["api_by_code"].items()}
-    share = codes.get("409", 0) / sum(codes.values())
-    return [Measured(f"{share:.1%} ({codes.get('409', 0)} of {sum(codes.values())} requests "
-                     f"at {last['jobs']} jobs)", _at_jobs(share <= 0.01, last))]  # fmt: skip
-
-
-def _storm(results: Figures, _: KindRecords) -> list[Measured]:
-    last = _largest(results)
-    if last is None or "storm_recovered" not in last:
-        return []
-    if "storm_job_p99" not in last:  # a run from before each job was timed: the storm as a whole
-        return [Measured(f"not per job: all {last['storm_jobs']} hit jobs Running again "
-                         f"{last['storm_recovered']:.1f} s after {last['storm_nodes']} nodes were "
-                         "lost", None)]  # fmt: skip
-    p99 = last["storm_job_p99"]
-    return [Measured(f"p99 {p99:.1f} s (p50 {last['storm_job_p50']:.1f} s) over the "
-                     f"{last['storm_jobs']} jobs hit by {last['storm_nodes']} lost nodes at "
-                     f"{last['jobs']} jobs", _at_jobs(p99 <= 10.0, last))]  # fmt: skip
-
-
 CHECKERS: dict[str, Checker] = {
     "recovery-worker": _recovery("worker", 3.0, 6.0),
     "recovery-spare": _recovery("spare", 5.0, 10.0),
@@ -379,13 +277,7 @@ CHECKERS: dict[str, Checker] = {
     "memory-snapshot-1pct": _snapshot_blocking,
     "goodput-nofail-vs-torchrun": _nofail_vs_torchrun,
     "fsdp-node-lost-from-peer": _fsdp_node_lost,
-    "pods-created": _pods_created,
-    "pods-created-vs-job-controller": _pods_created_vs("kube Job controller", 1.25),
-    "pods-created-vs-kubeflow": _pods_created_vs("Kubeflow", 1.0),
-    "reconcile-p99": _reconcile_p99,
-    "operator-rss": _operator_rss,
-    "conflicts": _conflicts,
-    "storm-p99": _storm,
+    **CONTROLPLANE_CHECKERS,
 }
 """Targets without a checker here (a 2 000-pod fan-out, the GPU overhead) have no benchmark yet:
 they read "not measured"."""

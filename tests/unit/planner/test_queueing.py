@@ -18,6 +18,7 @@ from phalanx.operator.planner import (
     FinishWorkload,
     MarkPodsReady,
     Observed,
+    PodView,
     ReleaseQuota,
     WorkloadView,
 )
@@ -124,11 +125,17 @@ def test_an_admission_of_max_plus_spares_runs_max_nodes_and_the_spares() -> None
     assert len(plan.of_type(CreateStandbyPod)) == 1
 
 
+def running_at(count: int, **spec: Any) -> tuple[TrainingJob, tuple[PodView, ...]]:
+    """A queued job admitted at `count` pods and running them (epoch 1, at 20 s)."""
+    j, _ = step(queued(**spec), kueue(), at(0))
+    j, _ = step(j, kueue(admitted(count)), at(10))
+    running = tuple(pods(1, count))
+    j, _ = step(j, kueue(admitted(count), pods=running), at(20))
+    return j, running
+
+
 def test_an_eviction_stops_the_job_gracefully_then_hands_the_quota_back() -> None:
-    j, _ = step(queued(), kueue(), at(0))
-    j, _ = step(j, kueue(admitted(4)), at(10))
-    running = tuple(pods(1, 4))
-    j, _ = step(j, kueue(admitted(4), pods=running), at(20))
+    j, running = running_at(4)
     evicted = replace(admitted(4), evicted="Preempted: preempted by team-a/urgent")
     j, plan = step(j, kueue(evicted, pods=running), at(30))
     assert plan.of_type(DeletePods) == [DeletePods(tuple(p.name for p in running), False)]
@@ -209,10 +216,7 @@ def test_the_job_grows_only_once_kueue_admits_its_request_and_hands_the_first_ba
 
 
 def test_an_eviction_or_a_suspend_withdraws_the_request_to_grow() -> None:
-    j, _ = step(queued(), kueue(), at(0))
-    j, _ = step(j, kueue(admitted(2)), at(10))
-    running = tuple(pods(1, 2))
-    j, _ = step(j, kueue(admitted(2), pods=running), at(20))
+    j, running = running_at(2)
     evicted = replace(admitted(2), evicted="Preempted: by team-a/urgent")
     _, plan = step(j, kueue(evicted, growth(), pods=running), at(30))
     assert FinishWorkload("j-grow-1", "the job stopped: it asks to grow again once admitted "
