@@ -232,3 +232,18 @@ def test_a_job_that_ends_finishes_every_workload_it_holds() -> None:
     done = j.model_copy(update={"status": j.status.model_copy(update={"phase": "Failed"})})
     _, plan = step(done, kueue(admitted(2), growth()), at(20))
     assert sorted(f.name for f in plan.of_type(FinishWorkload)) == ["j", "j-grow-1"]
+
+
+def test_a_job_scaled_below_its_admission_asks_for_nothing_more() -> None:
+    """`kubectl scale` to 2 of max 4, admitted at 4: the job runs at 2 and wants no more, so it
+    asks Kueue for nothing (a request would hold quota it never uses)."""
+    j, running = running_at(4, replicas={"min": 2, "max": 4, "desired": 2})
+    assert j.status is not None
+    assert j.status.nodes == 2
+    _, plan = step(j, kueue(admitted(4), pods=running[:2]), at(30))
+    assert plan.of_type(EnsureWorkload) == []
+    scaled_up = j.model_copy(update={"spec": j.spec.model_copy(update={
+        "replicas": j.spec.replicas.model_copy(update={"desired": 4})})})  # fmt: skip
+    _, plan = step(scaled_up, kueue(admitted(2), pods=running[:2]), at(40))
+    [asked] = plan.of_type(EnsureWorkload)
+    assert (asked.count, asked.min_count) == (5, 3), "scaled back up past its admission: asks"

@@ -57,7 +57,7 @@ def plan(
         epoch_limit_reached(decision)
     publish_assignment(decision)
     count_spares(decision)
-    queueing.report_to_kueue(decision)
+    queueing.report_to_kueue(decision, job)
     return decision.to_plan(previous)
 
 

@@ -171,22 +171,26 @@ def _hand_back_replaced(d: Decision, admission: Admission) -> None:
 
 
 def next_size(job: TrainingJob, nodes: int) -> int | None:
-    """The smallest valid size above `nodes`, up to max; None when there is none."""
+    """The smallest valid size above `nodes`, up to the size the job wants (its desired, max
+    when unset); None when there is none."""
     spec = job.spec
-    return next((n for n in range(nodes + 1, spec.replicas.max + 1)
+    return next((n for n in range(nodes + 1, spec.desired_nodes + 1)
                  if elastic.is_valid_size(spec, n)), None)  # fmt: skip
 
 
-def _ask_to_grow(d: Decision, current: WorkloadView, growth: WorkloadView | None) -> None:
-    """A running job admitted below max asks Kueue, once, for the next valid size or more (a
-    Workload of its own, see the module's doc)."""
+def _ask_to_grow(
+    d: Decision, wants: TrainingJob, current: WorkloadView, growth: WorkloadView | None
+) -> None:
+    """A running job admitted below the size it `wants` (the job as its spec says, not as
+    admitted) asks Kueue, once, for the next valid size or more (a Workload of its own, see the
+    module's doc)."""
     if growth is not None or d.spec.suspend or d.status.phase != "Running":
         return
     if current.admitted is None or current.evicted is not None:
         return
     sizes = admitted_sizes(d.job, current.admitted)
     nodes = sizes[0] if sizes else 0
-    wanted = next_size(d.job, nodes)
+    wanted = next_size(wants, nodes)
     if wanted is None or d.status.nodes < nodes:  # still growing into this admission
         return
     # the whole of what the job asks for, spares included (its admitted spec has fewer spares)
@@ -211,15 +215,15 @@ def _admitted_message(workload: WorkloadView, pods: int) -> str:
     return message
 
 
-def report_to_kueue(d: Decision) -> None:
+def report_to_kueue(d: Decision, wants: TrainingJob) -> None:
     """After the ladder decided: tell Kueue when the admitted job's node pods all run, and when
     they no longer do (a restart; Kueue's own WaitForStart stands until they first run); and
-    once it runs below max, ask to grow."""
+    once it runs below the size it `wants` (its own spec's), ask to grow."""
     admission = sort_out(d.observed)
     workload = admission.current
     if queue_name(d.job) is None or workload is None or workload.admitted is None:
         return
-    _ask_to_grow(d, workload, admission.growth)
+    _ask_to_grow(d, wants, workload, admission.growth)
     ready = d.status.phase == "Running" and workload.evicted is None
     if workload.pods_ready != ready and (ready or workload.pods_ready is not None):
         d.actions.append(MarkPodsReady(workload.name, ready))
