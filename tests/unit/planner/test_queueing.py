@@ -242,6 +242,10 @@ def test_a_job_scaled_below_its_admission_asks_for_nothing_more() -> None:
     assert j.status.nodes == 2
     _, plan = step(j, kueue(admitted(4), pods=running[:2]), at(30))
     assert plan.of_type(EnsureWorkload) == []
+    _, plan = step(j, kueue(admitted(4), growth(), pods=running[:2]), at(31))
+    assert plan.of_type(FinishWorkload) == [
+        FinishWorkload("j-grow-1", "the job wants no more nodes")
+    ], "a request left from before the scale-down is withdrawn"
     scaled_up = j.model_copy(update={"spec": j.spec.model_copy(update={
         "replicas": j.spec.replicas.model_copy(update={"desired": 4})})})  # fmt: skip
     _, plan = step(scaled_up, kueue(admitted(2), pods=running[:2]), at(40))

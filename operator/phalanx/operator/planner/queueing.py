@@ -184,15 +184,17 @@ def _ask_to_grow(
     """A running job admitted below the size it `wants` (the job as its spec says, not as
     admitted) asks Kueue, once, for the next valid size or more (a Workload of its own, see the
     module's doc)."""
-    if growth is not None or d.spec.suspend or d.status.phase != "Running":
-        return
-    if current.admitted is None or current.evicted is not None:
+    if d.spec.suspend or current.admitted is None or current.evicted is not None:
         return
     sizes = admitted_sizes(d.job, current.admitted)
     nodes = sizes[0] if sizes else 0
     wanted = next_size(wants, nodes)
-    if wanted is None or d.status.nodes < nodes:  # still growing into this admission
+    if growth is not None:
+        if wanted is None:  # scaled down to what it holds: the request would hold idle quota
+            d.actions.append(FinishWorkload(growth.name, "the job wants no more nodes"))
         return
+    if wanted is None or d.status.phase != "Running" or d.status.nodes < nodes:
+        return  # nothing to ask, not running, or still growing into this admission
     # the whole of what the job asks for, spares included (its admitted spec has fewer spares)
     epoch, count = d.status.epoch, current.requested or d.job.spec.replicas.max
     name = workload_name(_name(d), epoch)
