@@ -118,8 +118,8 @@ def queued(d: Decision, config: PlannerConfig) -> bool:
     admission = sort_out(d.observed)
     workload = admission.current
     if d.status.phase in ENDED:
-        for left in (workload, admission.growth):
-            if left is not None and not left.finished:
+        for left in d.observed.workloads:  # every one still holding or asking for quota
+            if not left.finished:
                 d.actions.append(FinishWorkload(left.name, f"the TrainingJob {d.status.phase}"))
         return False
     _hand_back_replaced(d, admission)
