@@ -57,7 +57,7 @@ def operator(
                  if m["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"]  # fmt: skip
     token = token_for(kube_client, namespace, account)
     config = kube.load_configuration(token_kubeconfig(control_plane, token, tmp_path / "op.yaml"))
-    api = kube.api_client(config)
+    api = kube.api_client(config, threads=4)
     try:
         yield Operator(f"system:serviceaccount:{namespace}:{account}", api)
     finally:

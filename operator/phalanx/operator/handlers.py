@@ -210,7 +210,7 @@ class Reconciler:
 def register(
     registry: kopf.OperatorRegistry,
     reconciler: Reconciler,
-    connection: Callable[[], kopf.ConnectionInfo],
+    connection: Callable[[], kopf.AiohttpSession],
 ) -> None:
     """Attach Phalanx's handlers to `registry`."""
 
@@ -223,8 +223,8 @@ def register(
         settings.persistence.progress_storage = AnnotationProgressStorage()
 
     @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection()
+    async def login(**_: Any) -> kopf.AiohttpSession:
+        return connection()  # on the loop: the session binds to it
 
     @kopf.index("pods", id="pods_by_job", labels={labels.JOB: kopf.PRESENT}, registry=registry)
     async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:

@@ -40,7 +40,7 @@ async def serve(
     election, only while this replica holds the leader Lease: False when it lost it."""
     metrics = metrics or OperatorMetrics()
     configuration = kube.load_configuration(settings.kubeconfig)
-    client = kube.api_client(configuration)
+    client = kube.api_client(configuration, settings.api_workers)
 
     def stopped() -> bool:
         return stop_flag is not None and stop_flag.is_set()
@@ -92,7 +92,7 @@ async def _operate(
         settings.api_workers, may_act, settings.unhealthy_labels(), workloads,
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
-    register(registry, reconciler, lambda: kube.connection_info(configuration))
+    register(registry, reconciler, lambda: kube.kopf_session(configuration, settings.namespaces))
     try:
         await kopf.operator(
             registry=registry,
