@@ -216,7 +216,8 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "storm_job_p50": quantile(per_job, 0.5), "storm_job_p99": quantile(per_job, 0.99),
         "storm_reconciles": storm_reconciles,
         "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
-        "storm_api_requests": in_storm["requests"],
+        "storm_api_requests": in_storm["requests"], "storm_api_by_verb": in_storm["by_verb"],
+        "storm_api_by_code": in_storm["by_code"],
         "cpu_seconds": cpu, "peak_rss_mib": rss, "audit_user": AUDIT_USER,
     }  # fmt: skip
 
@@ -247,6 +248,10 @@ def _table(f: dict[str, Any]) -> str:
         ("storm -> every hit job Running again", f"{f['storm_recovered']:.1f} s "
          f"({f['storm_reconciles']:.0f} reconciles, p99 {ms(f['storm_reconcile_p99'])}, "
          f"{f['storm_api_requests']} API requests)"),
+        *([("storm: the operator's requests by verb (answers by code)",
+            ", ".join(f"{k} {v}" for k, v in sorted(f["storm_api_by_verb"].items()))
+            + " (" + ", ".join(f"{k}: {v}" for k, v in f["storm_api_by_code"].items()) + ")")]
+          if "storm_api_by_verb" in f else []),
         ("CPU seconds over the run", ", ".join(f"{k} {v:.0f}" for k, v in f["cpu_seconds"].items())),
         ("operator peak RSS", f"{f['peak_rss_mib']:.0f} MiB"),
         *_baseline_rows(f),

@@ -139,8 +139,8 @@ class Executor:
 
     def _act(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> None:
         match action:
-            case DeletePods(names=names, force=force):
-                self._delete_pods(job, names, force)
+            case DeletePods(names=names, force=force, reported=reported):
+                self._delete_pods(job, names, force, reported)
             case EnsureChildren(epoch=epoch):
                 self._ensure_children(job, epoch)
             case EnsurePodGroup(min_member=size):
@@ -289,7 +289,9 @@ class Executor:
             self._create(job, create, lease)  # deleted since: made again, with this assignment
         self._published[key] = value
 
-    def _delete_pods(self, job: TrainingJob, names: tuple[str, ...], force: bool) -> None:
+    def _delete_pods(
+        self, job: TrainingJob, names: tuple[str, ...], force: bool, reported: tuple[str, ...]
+    ) -> None:
         grace = 0 if force else None
         for name in names:
             try:
@@ -300,7 +302,9 @@ class Executor:
                 )
             except ApiException as error:
                 tolerate(error, 404)
-        reports = {labels.AGENT_REPORT_PREFIX + name: None for name in names}
+        if not reported:
+            return
+        reports = {labels.AGENT_REPORT_PREFIX + name: None for name in reported}
         try:  # their agents' reports go with them (a merge patch with null removes a key)
             self.coordination.patch_namespaced_lease(
                 lease_name(job.metadata.name or ""), _ns(job),

@@ -35,7 +35,7 @@ def test_a_cordoned_nodes_rank_saves_then_moves_to_the_spare_with_no_failure() -
     nodes = {"node-2": CORDONED}
     j, plan = step(j, Observed(pods=(*gang, spare(0)), nodes=nodes), at(20))
     assert j.status is not None
-    assert plan.of_type(DeletePods) == [DeletePods(("j-1-2",), False)], "graceful, not forced"
+    assert plan.of_type(DeletePods) == [DeletePods(("j-1-2",), False, ("j-1-2",))], "graceful, not forced"
     assert events(plan) == [], "one event: when the rank has moved"
     assert j.status.epoch == 1, "the gang saves first"
     resizing = next(c for c in j.status.conditions if c.type == ConditionType.RESIZING)
@@ -141,7 +141,7 @@ def test_a_spare_on_a_node_being_taken_away_is_replaced() -> None:
     assert plan.of_type(DeletePods) == [], "a warm spare on a node that stays, stays"
     nodes = {"node-9": NodeView("node-9", ready=True, leaving="cordoned")}
     _, plan = step(j, Observed(pods=(*agents(1, 3), warm), nodes=nodes), at(20))
-    assert plan.of_type(DeletePods) == [DeletePods(("j-standby-1-0",), False)]
+    assert plan.of_type(DeletePods) == [DeletePods(("j-standby-1-0",), False, ("j-standby-1-0",))]
 
 
 def test_a_lost_node_is_not_a_drain() -> None:

@@ -70,7 +70,7 @@ def test_an_agent_silent_in_any_phase_is_a_frozen_pod_restarted_without_it(phase
     assert f"phase {phase}" in (failure.message or "")
     assert st(j).nodes == 3, "the frozen machine is presumed lost (min 2, no spare)"
     assert "j-1-3" not in st(j).current.ranks, "a frozen pod is never carried over"
-    assert DeletePods(("j-1-3",), force=True) in plan.actions
+    assert DeletePods(("j-1-3",), force=True, reported=("j-1-3",)) in plan.actions
     assert any(e.reason == "Hang" for e in plan.events)
 
 

@@ -112,7 +112,9 @@ class Decision:
 
     def delete_pods(self, names: list[str], force: bool = False) -> None:
         if names:
-            self.actions.append(DeletePods(tuple(sorted(names)), force))
+            gone = set(names)
+            reported = sorted(p.name for p in self.observed.pods if p.name in gone and p.agent)
+            self.actions.append(DeletePods(tuple(sorted(names)), force, tuple(reported)))
 
     @property
     def agent_allowed(self) -> bool:
