@@ -35,7 +35,9 @@ def test_a_cordoned_nodes_rank_saves_then_moves_to_the_spare_with_no_failure() -
     nodes = {"node-2": CORDONED}
     j, plan = step(j, Observed(pods=(*gang, spare(0)), nodes=nodes), at(20))
     assert j.status is not None
-    assert plan.of_type(DeletePods) == [DeletePods(("j-1-2",), False, ("j-1-2",))], "graceful, not forced"
+    assert plan.of_type(DeletePods) == [DeletePods(("j-1-2",), False, ("j-1-2",))], (
+        "graceful, not forced"
+    )
     assert events(plan) == [], "one event: when the rank has moved"
     assert j.status.epoch == 1, "the gang saves first"
     resizing = next(c for c in j.status.conditions if c.type == ConditionType.RESIZING)
