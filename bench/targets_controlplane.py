@@ -61,8 +61,16 @@ def _reconcile_p99(results: Figures, _: KindRecords) -> list[Measured]:
     last = _largest(results)
     if last is None:
         return []
-    return [Measured(f"{reconcile_latency(last['reconcile_p99'])} at {last['jobs']} jobs",
-                     _at_jobs(last["reconcile_p99"] <= 1.0, last))]  # fmt: skip
+    parts = last.get("reconcile_parts", {})
+    if "own" not in parts:  # an operator that did not count its API time
+        return [Measured(f"{reconcile_latency(last['reconcile_p99'])} at {last['jobs']} jobs",
+                         _at_jobs(last["reconcile_p99"] <= 1.0, last))]  # fmt: skip
+    own = parts["own"]["p99"]
+    return [Measured(f"the operator's own {reconcile_latency(own)} (the whole reconcile "
+                     f"{reconcile_latency(last['reconcile_p99'])}, of which waiting on the API "
+                     f"server {reconcile_latency(parts['api']['p99'])}; queued for a slot before "
+                     f"it {reconcile_latency(parts['wait']['p99'])}) at {last['jobs']} jobs",
+                     _at_jobs(own <= 1.0, last))]  # fmt: skip
 
 
 def _operator_rss(results: Figures, _: KindRecords) -> list[Measured]:

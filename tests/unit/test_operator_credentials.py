@@ -8,9 +8,12 @@ kopf watched as system:anonymous (403 on /api), so no job was ever reconciled in
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 from pathlib import Path
 
 import pytest
+import urllib3
 from kubernetes import client as k8s
 
 from phalanx.operator import kube
@@ -89,5 +92,28 @@ def test_the_executors_pool_holds_a_connection_per_thread() -> None:
     client = kube.api_client(configuration, threads=64)
     try:
         assert client.rest_client.pool_manager.connection_pool_kw["maxsize"] == 64
+    finally:
+        client.close()  # type: ignore[no-untyped-call]
+
+
+def test_the_executors_client_counts_each_threads_time_waiting_for_answers() -> None:
+    """A reconcile reports the API server's time apart from its own: the client counts, per
+    thread, how long its requests took (here, refused at once by a closed port)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    configuration = k8s.Configuration(host=f"http://127.0.0.1:{port}")
+    configuration.retries = 0
+    client = kube.api_client(configuration, threads=2)
+    try:
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            client.call_api("GET", f"http://127.0.0.1:{port}/api")
+        here = client.spent()
+        elsewhere: list[float] = []
+        thread = threading.Thread(target=lambda: elsewhere.append(client.spent()))
+        thread.start()
+        thread.join()
+        assert here > 0
+        assert elsewhere == [0.0]
     finally:
         client.close()  # type: ignore[no-untyped-call]

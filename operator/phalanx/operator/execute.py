@@ -90,6 +90,7 @@ class Executor:
         self, api: k8s.ApiClient, build: builder.BuildSettings, metrics: OperatorMetrics,
         expectation_seconds: float = EXPECTATION_SECONDS,
     ) -> None:  # fmt: skip
+        self.api = api
         self.core = k8s.CoreV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
         self.rbac = k8s.RbacAuthorizationV1Api(api)
@@ -103,14 +104,20 @@ class Executor:
         """The last assignment written per job: the plan repeats it until the epoch launched."""
         self.expectations = Expectations(expectation_seconds)
 
+    def api_seconds(self) -> float:
+        """Seconds the calling thread's requests have waited for the API server, all told (0
+        with a client that does not count them)."""
+        spent: Callable[[], float] | None = getattr(self.api, "spent", None)
+        return spent() if spent is not None else 0.0
+
     def forget(self, key: JobKey) -> None:
         """A job is gone (or its loop stopped): drop what was remembered of it."""
         self._published.pop(key, None)
         self.expectations.forget(key)
 
-    def seen(self, key: JobKey, pods: set[str]) -> None:
-        """The job's pods the watch shows now (see `Expectations.seen`)."""
-        self.expectations.seen(key, pods)
+    def seen(self, key: JobKey, pods: set[str], going: set[str]) -> None:
+        """The job's pods the watch shows now, and those being deleted (`Expectations.seen`)."""
+        self.expectations.seen(key, pods, going)
 
     def for_job(self, raw: Mapping[str, Any], job: TrainingJob) -> JobExecutor:
         """The executor of the job read as `raw` (and parsed as `job`)."""
@@ -292,8 +299,11 @@ class Executor:
     def _delete_pods(
         self, job: TrainingJob, names: tuple[str, ...], force: bool, reported: tuple[str, ...]
     ) -> None:
-        grace = 0 if force else None
+        grace, key = 0 if force else None, _key(job)
         for name in names:
+            if self.expectations.delete_expected(key, name, force):
+                continue  # deleted by an earlier reconcile; the watch has not shown it going
+            self.expectations.pod_deleted(key, name, force)
             try:
                 discard(
                     self.core.delete_namespaced_pod(

@@ -74,6 +74,13 @@ class Reconciler:
         self._wakers: dict[JobKey, asyncio.Event] = {}
         # API calls block; they run on their own pool so that many jobs' reconciles overlap.
         self._pool = ThreadPoolExecutor(api_workers, thread_name_prefix="phalanx-api")
+        self._slots = api_workers
+        self._free: asyncio.Semaphore | None = None
+        """One slot per API thread: a reconcile observes and plans only once it holds one, so
+        its plan is as fresh as the watch at the moment its writes can go (a plan made while
+        1 000 others queued for a thread was 30 s stale), and no more plans are alive at once
+        than there are threads to carry them out. The wait for a slot is the queue's, reported
+        apart from the reconcile (as controller-runtime's workqueue does)."""
         self._stale_version: dict[JobKey, str] = {}
         self._refused: dict[JobKey, ChildRefusal] = {}
         self._node_health: dict[str, tuple[bool, str | None]] = {}
@@ -140,7 +147,19 @@ class Reconciler:
         self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any,
         workloads: Any = None,
     ) -> float:  # fmt: skip
-        """One observe -> plan -> execute; returns seconds until the next one is due."""
+        """One observe -> plan -> execute once a slot is free; returns seconds until the next
+        one is due."""
+        if self._free is None:  # made on the loop that uses it
+            self._free = asyncio.Semaphore(self._slots)
+        queued = time.perf_counter()
+        async with self._free:
+            self.metrics.reconcile_part.labels("wait").observe(time.perf_counter() - queued)
+            return await self._reconcile(key, body, pods, leases, nodes, workloads)
+
+    async def _reconcile(
+        self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any,
+        workloads: Any,
+    ) -> float:  # fmt: skip
         raw = dict(body)
         version = raw["metadata"]["resourceVersion"]
         if self._stale_version.get(key) == version:
@@ -157,7 +176,7 @@ class Reconciler:
         refused = self._refused.get(key)
         lease: observe.LeaseFacts | None = next(iter(leases.get(key, ())), None)
         views = tuple(v for v in pods.get(key, ()) if v is not None)
-        self.executor.seen(key, {v.name for v in views})
+        self.executor.seen(key, {v.name for v in views}, {v.name for v in views if v.deleting})
         observed = Observed(
             pods=observe.with_reports(views, lease.reports) if lease else views,
             nodes={n.name: n for n in nodes.get(None, ())},
@@ -178,14 +197,16 @@ class Reconciler:
         executor = self.executor.for_job(raw, job)
 
         def execute() -> Applied:
-            began = time.perf_counter()
-            self.metrics.reconcile_part.labels("wait").observe(began - planned)
+            began, api_before = time.perf_counter(), self.executor.api_seconds()
             if not self.may_act():
                 raise NotLeadingError()
             try:
                 return executor.apply(decided, now)
             finally:
-                self.metrics.reconcile_part.labels("execute").observe(time.perf_counter() - began)
+                ended, api = time.perf_counter(), self.executor.api_seconds() - api_before
+                self.metrics.reconcile_part.labels("execute").observe(ended - began)
+                self.metrics.reconcile_part.labels("api").observe(api)
+                self.metrics.reconcile_part.labels("own").observe(ended - started - api)
 
         try:
             applied = await asyncio.get_running_loop().run_in_executor(self._pool, execute)

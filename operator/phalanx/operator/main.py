@@ -92,7 +92,8 @@ async def _operate(
         settings.api_workers, may_act, settings.unhealthy_labels(), workloads,
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
-    register(registry, reconciler, lambda: kube.kopf_session(configuration, settings.namespaces))
+    sessions = kube.KopfSessions(configuration, settings.namespaces)
+    register(registry, reconciler, sessions.login)
     try:
         await kopf.operator(
             registry=registry,
@@ -104,6 +105,7 @@ async def _operate(
         )
     finally:
         reconciler.close()
+        await sessions.close()
 
 
 async def _hold(elector: LeaderElector | None, done: Callable[[], bool]) -> bool:

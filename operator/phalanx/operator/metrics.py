@@ -106,8 +106,10 @@ class OperatorMetrics:
         )  # fmt: skip
         self.reconcile_part = Histogram(
             "phalanx_reconcile_part_seconds",
-            "Where a reconcile's time goes: plan (in the event loop), wait (for a free executor "
-            "thread) and execute (the writes to the API server)", ["part"],
+            "Where a reconcile's time goes: wait (queued for a free slot, one per API thread, "
+            "before it began), plan (in the event loop), execute (carrying out the plan), api "
+            "(of execute, waiting for the API server's answers) and own (plan and execute less "
+            "api: the operator's own time)", ["part"],
             buckets=(0.001, *RECONCILE_BUCKETS), registry=self.registry,
         )  # fmt: skip
 

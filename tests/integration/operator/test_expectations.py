@@ -5,7 +5,8 @@ API server would answer each create with 409 (6 028 of ~25 000 requests at 1 000
 expectations). The executor does not create a pod it created until the reconciler reports it
 seen, or until the expectation lapses (a pod deleted before it was ever seen is made again).
 The pod is deleted behind the executor's back here, so that a create, if one were made, would
-succeed and show.
+succeed and show. Deletes likewise: a pod deleted is not deleted again until a reconcile's view
+shows it going or gone, unless the delete is forced now.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from phalanx.models.names import node_pod_name
 from phalanx.operator.builder import BuildSettings
 from phalanx.operator.execute import Executor
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import CreateNodePod, Plan
+from phalanx.operator.planner import CreateNodePod, DeletePods, Plan
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import wait_until
 
@@ -63,7 +64,7 @@ def test_a_created_pod_is_not_created_again_until_seen_or_its_expectation_lapses
     apply()  # the watch has not shown it yet: no second create
     assert not _exists(core, name, namespace), "created again while it was expected"
 
-    executor.seen(key, {name})  # seen (and gone since): the expectation is met
+    executor.seen(key, {name}, set())  # seen (and gone since): the expectation is met
     apply()
     assert _exists(core, name, namespace), "a pod seen and gone is created again"
 
@@ -71,3 +72,39 @@ def test_a_created_pod_is_not_created_again_until_seen_or_its_expectation_lapses
     time.sleep(LAPSE_SECONDS)  # the expectation's lifetime itself is what is tested
     apply()
     assert _exists(core, name, namespace), "an expectation that lapsed no longer holds"
+
+
+def test_a_deleted_pod_is_not_deleted_again_until_seen_going_unless_forced(
+    kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    custom, core = k8s.CustomObjectsApi(kube_client), k8s.CoreV1Api(kube_client)
+    raw = cast(dict[str, Any], custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, training_job("unexpect")))  # fmt: skip
+    job = TrainingJob.from_stored(raw)
+    executor = Executor(kube_client, BuildSettings(), OperatorMetrics())
+    name, key = node_pod_name("unexpect", 1, 0), (namespace, "unexpect")
+    pod = {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+    def make() -> None:  # behind the executor's back: a delete, if one were made, would show
+        core.create_namespaced_pod(namespace, pod)
+
+    def delete(force: bool = False) -> None:
+        executor.apply(raw, job, Plan([DeletePods((name,), force)]), datetime.now(UTC))
+
+    make()
+    delete()
+    wait_until(lambda: not _exists(core, name, namespace), 30, f"{name} deleted")
+    make()
+    delete()  # the view has not shown it going: no second delete
+    assert _exists(core, name, namespace), "deleted again while its deletion was expected"
+
+    executor.seen(key, {name}, set())  # still there, not going: still expected
+    delete()
+    assert _exists(core, name, namespace)
+    delete(force=True)  # forcing what was graceful is not a repeat
+    wait_until(lambda: not _exists(core, name, namespace), 30, f"{name} deleted, forced")
+
+    make()
+    executor.seen(key, set(), set())  # seen gone: met
+    delete(force=True)
+    wait_until(lambda: not _exists(core, name, namespace), 30, "a pod seen gone deleted again")

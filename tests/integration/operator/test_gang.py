@@ -150,8 +150,9 @@ def test_image_pull_error_sets_a_condition_without_a_restart_loop(cluster: Clust
         30,
         "three more reconciles",
     )
-    # Each reconcile says where its time went: plan, wait for an executor thread, execute.
-    for part in ("plan", "wait", "execute"):
+    # Each reconcile says where its time went: queued for a slot, plan, execute, of which
+    # waiting for the API server, and the operator's own.
+    for part in ("wait", "plan", "execute", "api", "own"):
         assert cluster.metric("phalanx_reconcile_part_seconds_count", part=part) >= before + 3
     status = cluster.status("badimage")
     assert (status["epoch"], status["restarts"]["total"]) == (1, 0)
