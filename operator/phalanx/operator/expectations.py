@@ -5,11 +5,12 @@ again, and the API server answers each create with 409: at 1 000 jobs, 6 028 of 
 ~25 000 requests were such conflicts, each a round trip that another job's reconcile waited
 behind. A pod created is not created again until a reconcile's view of the pods holds it, or for
 `EXPECTATION_SECONDS`; the job's other children (Service, ServiceAccount, Role, RoleBinding,
-Leases) once per epoch of the job. Seen by a reconcile, not by each watch event: a plan made from
-a view without the pod may still wait for a thread, and must find the expectation there (met
-by the watch, 203 of 2 255 requests at 100 jobs were such creates). Deletes likewise: a pod
-deleted is not deleted again until a reconcile's view shows it going (or gone), except to force
-what was graceful (at a storm of 103 jobs, 207 of 1 031 pod deletes were repeats).
+Leases) once per epoch of the job. Seen by a reconcile, not by each watch event: a plan made
+from a view without the pod may be carried out after the pod was created, and must find the
+expectation there (met by the watch, 203 of 2 255 requests at 100 jobs were such creates).
+Deletes likewise: a pod deleted is not deleted again until a reconcile's view shows it going
+(or gone), except to force what was graceful (at a storm of 103 jobs, 207 of 1 031 pod deletes
+were repeats).
 
 The lifetime is Kubernetes' own (ExpectationsTimeout, 5 min): at 1 000 jobs on 2 cores a plan
 could wait 30 s for a thread and the watch trail as long, and a 30 s lifetime let 7 920 of 8 000

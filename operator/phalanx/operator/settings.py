@@ -65,7 +65,8 @@ class OperatorSettings(BaseSettings):
     """Threads for Kubernetes API calls, so reconciles of many jobs overlap. Each reconcile's
     writes wait on the API server, not on the CPU: at 300 new jobs on 2 cores, 16 threads left
     reconciles queued long enough (plans 30 s stale) to create 116 pods twice (409s); 64 none,
-    and the pods were all created 14 % sooner (bench/controlplane.py)."""
+    and the pods were all created 14 % sooner (bench/controlplane.py). A reconcile plans only
+    once one of them is free (`Reconciler`), and the API client keeps a connection for each."""
 
     leader_election: bool = False
     """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the
