@@ -103,8 +103,11 @@ def test_a_deleted_pod_is_not_deleted_again_until_seen_going_unless_forced(
     assert _exists(core, name, namespace)
     delete(force=True)  # forcing what was graceful is not a repeat
     wait_until(lambda: not _exists(core, name, namespace), 30, f"{name} deleted, forced")
-
     make()
+    executor.seen(key, {name}, {name})  # Terminating (the node controller's), not gone
+    delete(force=True)
+    assert _exists(core, name, namespace), "a forced delete is met only by the pod's absence"
+
     executor.seen(key, set(), set())  # seen gone: met
     delete(force=True)
     wait_until(lambda: not _exists(core, name, namespace), 30, "a pod seen gone deleted again")
