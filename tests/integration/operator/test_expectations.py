@@ -40,13 +40,18 @@ def _exists(core: k8s.CoreV1Api, name: str, namespace: str) -> bool:
     return True
 
 
+def _job(kube_client: k8s.ApiClient, namespace: str, name: str) -> tuple[dict[str, Any], TrainingJob]:  # fmt: skip
+    """A TrainingJob in the API server (no operator runs here): as stored, and parsed."""
+    raw = cast(dict[str, Any], k8s.CustomObjectsApi(kube_client).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, training_job(name)))  # fmt: skip
+    return raw, TrainingJob.from_stored(raw)
+
+
 def test_a_created_pod_is_not_created_again_until_seen_or_its_expectation_lapses(
     kube_client: k8s.ApiClient, namespace: str
 ) -> None:
-    custom, core = k8s.CustomObjectsApi(kube_client), k8s.CoreV1Api(kube_client)
-    raw = cast(dict[str, Any], custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, training_job("expect")))  # fmt: skip
-    job = TrainingJob.from_stored(raw)
+    core = k8s.CoreV1Api(kube_client)
+    raw, job = _job(kube_client, namespace, "expect")
     executor = Executor(kube_client, BuildSettings(), OperatorMetrics(), LAPSE_SECONDS)
     plan = Plan([CreateNodePod(epoch=1, rank=0, nodes=2)])
     name, key = node_pod_name("expect", 1, 0), (namespace, "expect")
@@ -77,10 +82,8 @@ def test_a_created_pod_is_not_created_again_until_seen_or_its_expectation_lapses
 def test_a_deleted_pod_is_not_deleted_again_until_seen_going_unless_forced(
     kube_client: k8s.ApiClient, namespace: str
 ) -> None:
-    custom, core = k8s.CustomObjectsApi(kube_client), k8s.CoreV1Api(kube_client)
-    raw = cast(dict[str, Any], custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, training_job("unexpect")))  # fmt: skip
-    job = TrainingJob.from_stored(raw)
+    core = k8s.CoreV1Api(kube_client)
+    raw, job = _job(kube_client, namespace, "unexpect")
     executor = Executor(kube_client, BuildSettings(), OperatorMetrics())
     name, key = node_pod_name("unexpect", 1, 0), (namespace, "unexpect")
     pod = {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
