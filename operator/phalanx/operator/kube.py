@@ -103,6 +103,7 @@ class KopfSessions:
 
     def login(self) -> kopf.AiohttpSession:
         context = kopf_session(self._configuration, self._namespaces)
+        self._made = [s for s in self._made if not s.closed]  # kopf closed those it replaced
         self._made.append(context.aiohttp_session)
         return context
 
