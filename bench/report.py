@@ -230,6 +230,21 @@ def _storm_per_job(s: Figures) -> str:
     return f"{s['storm_job_p50']:.1f} / {s['storm_job_p99']:.1f} s, "
 
 
+def _reconcile_parts(parts: dict[str, Any]) -> str:
+    """The reconcile's parts, p99 (p50 for the queue): those its operator measured."""
+    latency = targets_controlplane.reconcile_latency
+    words = {"plan": "plan", "execute": "execute (its API writes)",
+             "api": "of which waiting on the API server's answers",
+             "own": "the operator's own time (plan + execute less the API server's)"}  # fmt: skip
+    said = [
+        f"{what} {latency(parts[part]['p99'])}" for part, what in words.items() if part in parts
+    ]
+    queue = ("queued for a slot before it" if "own" in parts
+             else "waiting for an executor thread")  # fmt: skip
+    said.append(f"{queue} {latency(parts['wait']['p99'])} (p50 {latency(parts['wait']['p50'])})")
+    return ", ".join(said)
+
+
 def _controlplane_section(series: list[Figures]) -> list[str]:
     lines = ["## Control plane: the real API server, kube-scheduler and kwok nodes", "",
              "Targets: 8 000 pods created in at most 60 s, reconcile p99 at most 1 s (the API "
@@ -390,18 +405,3 @@ def publish(results: Figures, out: Path, readme: Path) -> str:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-def _reconcile_parts(parts: dict[str, Any]) -> str:
-    """The reconcile's parts, p99 (p50 for the queue): those its operator measured."""
-    latency = targets_controlplane.reconcile_latency
-    words = {"plan": "plan", "execute": "execute (its API writes)",
-             "api": "of which waiting on the API server's answers",
-             "own": "the operator's own time (plan + execute less the API server's)"}  # fmt: skip
-    said = [
-        f"{what} {latency(parts[part]['p99'])}" for part, what in words.items() if part in parts
-    ]
-    queue = ("queued for a slot before it" if "own" in parts
-             else "waiting for an executor thread")  # fmt: skip
-    said.append(f"{queue} {latency(parts['wait']['p99'])} (p50 {latency(parts['wait']['p50'])})")
-    return ", ".join(said)
