@@ -11,10 +11,13 @@ import pytest
 from kubernetes import client as k8s
 
 from phalanx.agent.kubeapi import KubeAPI, KubeError
+from phalanx.agent.lease_channel import LeaseReports
 from phalanx.agent.sinks import LeaseSink
+from phalanx.agent.wire import Report
 from phalanx.models import TrainingJob
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator import builder, observe
+from phalanx.operator.report_leases import grant_shards
 from tests.support.controlplane import ControlPlane
 
 
@@ -63,3 +66,39 @@ def test_pods_update_only_their_jobs_lease(
     assert facts is not None
     assert facts.renewed is not None
     assert abs((datetime.now(UTC) - facts.renewed).total_seconds()) < 30
+
+
+def test_a_grown_jobs_role_grants_its_new_report_leases(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    """The Role made for 100 ranks is patched to name the report Leases of 300: the pods may
+    then write them (what `_ensure_children` does when the Role already existed)."""
+    core, rbac = k8s.CoreV1Api(kube_client), k8s.RbacAuthorizationV1Api(kube_client)
+    leases = k8s.CoordinationV1Api(kube_client)
+
+    def sized(nodes: int) -> TrainingJob:
+        return TrainingJob.model_validate({"metadata": {"name": "grown", "namespace": namespace, "uid": "uid-grown"}, "spec": {
+            "replicas": {"min": 1, "max": nodes}, "checkpoint": {"dir": "/c"},
+            "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}}})  # fmt: skip
+
+    core.create_namespaced_service_account(namespace, unowned(builder.service_account(sized(1))))
+    rbac.create_namespaced_role(namespace, unowned(builder.role(sized(100))))
+    rbac.create_namespaced_role_binding(namespace, unowned(builder.role_binding(sized(1))))
+    for manifest in builder.report_leases(sized(300)):
+        leases.create_namespaced_lease(namespace, unowned(manifest))
+    request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
+    token = core.create_namespaced_service_account_token(
+        "grown-phalanx", namespace, request
+    ).status.token
+    as_pod = KubeAPI(control_plane.server, token=token, ca_file=control_plane.pki.ca_cert)
+    report = Report("grown-1-250", "running", datetime.now(UTC), 1)
+    with pytest.raises(KubeError) as denied:
+        LeaseReports(namespace, "grown-heartbeat", api=as_pod).publish(report)
+    assert denied.value.status == 403, "not yet granted"
+
+    grant_shards(rbac, sized(300))
+    LeaseReports(namespace, "grown-heartbeat", api=as_pod).publish(report)
+    stored = leases.read_namespaced_lease("grown-heartbeat-2", namespace)
+    facts = observe.lease_facts(kube_client.sanitize_for_serialization(stored))
+    assert facts is not None
+    assert set(facts.reports) == {"grown-1-250"}

@@ -42,17 +42,21 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     ("", "services"): {"create": "execute.py _ensure_children headless_service"},
     ("", "serviceaccounts"): {"create": "execute.py _ensure_children service_account"},
     ("", "events"): {"create": "execute.py _emit; kopf's post_event"},
-    ("rbac.authorization.k8s.io", "roles"): {"create": "execute.py _ensure_children role"},
+    ("rbac.authorization.k8s.io", "roles"): {
+        "create": "execute.py _ensure_children role",
+        "patch": "report_leases.py grant_shards (a job grown past another 100 ranks)",
+    },
     ("rbac.authorization.k8s.io", "rolebindings"): {
         "create": "execute.py _ensure_children role_binding",
     },
     ("coordination.k8s.io", "leases"): {
         "list": "handlers.py kopf.index heartbeats_by_job",
         "watch": "handlers.py kopf.index heartbeats_by_job",
-        "create": "execute.py _ensure_children heartbeat_lease; _assign assignment_lease",
+        "create": "execute.py _ensure_children heartbeat_lease, report_leases; _assign "
+        "assignment_lease",
         "get": "held to grant it in the job's Role (children.py role): escalation check",
         "update": "held to grant it in the job's Role (children.py role): escalation check",
-        "patch": "execute.py _assign (the assignment), _delete_pods (drops agents' reports)",
+        "patch": "execute.py _assign (the assignment); report_leases.py drop_reports",
     },
     ("policy", "poddisruptionbudgets"): {"create": "execute.py _ensure_children disruption_budget"},
     ("kueue.x-k8s.io", "workloads"): {

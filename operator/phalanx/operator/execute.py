@@ -32,10 +32,7 @@ from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.events import JobEvent
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.models.names import (
-    event_name_prefix,
-    lease_name,
-)
+from phalanx.models.names import event_name_prefix
 from phalanx.operator import builder, planner
 from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
@@ -61,6 +58,7 @@ from phalanx.operator.planner import (
     Plan,
     ReleaseQuota,
 )
+from phalanx.operator.report_leases import drop_reports, grant_shards
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
@@ -240,10 +238,11 @@ class Executor:
             )
 
     def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
-        """The job's Service, ServiceAccount, Role, RoleBinding, heartbeat Lease and disruption
-        budget (the assignment Lease comes with the first assignment, `_assign`): once per
-        epoch (a restart makes any that were deleted anew); every time without `epoch` (one was
-        found missing)."""
+        """The job's Service, ServiceAccount, Role, RoleBinding, heartbeat and report Leases and
+        disruption budget (the assignment Lease comes with the first assignment, `_assign`):
+        once per epoch (a restart makes any that were deleted anew, and a Role that existed is
+        made to grant the report Leases of a job grown since); every time without `epoch` (one
+        was found missing)."""
         key, again = _key(job), epoch is None
         ensured = (job.metadata.uid or "", epoch or 0)
         if not again and self.expectations.children_made(key, ensured):
@@ -255,10 +254,13 @@ class Executor:
             (self.rbac.create_namespaced_role, builder.role(job)),
             (self.rbac.create_namespaced_role_binding, builder.role_binding(job)),
             (self.coordination.create_namespaced_lease, builder.heartbeat_lease(job)),
+            *((self.coordination.create_namespaced_lease, m) for m in builder.report_leases(job)),
             (self.policy.create_namespaced_pod_disruption_budget, builder.disruption_budget(job)),
         )  # fmt: skip
         for create, manifest in children:
-            self._create(job, partial(create, _ns(job), _preload_content=False), manifest)
+            made = self._create(job, partial(create, _ns(job), _preload_content=False), manifest)
+            if not made and manifest["kind"] == "Role":
+                grant_shards(self.rbac, job)
         if not again:
             self.expectations.children_created(key, ensured)
 
@@ -312,16 +314,7 @@ class Executor:
                 )
             except ApiException as error:
                 tolerate(error, 404)
-        if not reported:
-            return
-        reports = {labels.AGENT_REPORT_PREFIX + name: None for name in reported}
-        try:  # their agents' reports go with them (a merge patch with null removes a key)
-            self.coordination.patch_namespaced_lease(
-                lease_name(job.metadata.name or ""), _ns(job),
-                {"metadata": {"annotations": reports}},
-            )  # fmt: skip
-        except ApiException as error:
-            tolerate(error, 404)
+        drop_reports(self.coordination, job, reported)
 
     def _delete_job(self, job: TrainingJob) -> None:
         try:

@@ -174,7 +174,7 @@ class Reconciler:
             log.error("TrainingJob %s/%s cannot be read: %s", *key, error)
             return self.resync_seconds
         refused = self._refused.get(key)
-        lease: observe.LeaseFacts | None = next(iter(leases.get(key, ())), None)
+        lease = observe.merged(leases.get(key, ()))
         views = tuple(v for v in pods.get(key, ()) if v is not None)
         self.executor.seen(key, {v.name for v in views}, {v.name for v in views if v.deleting})
         observed = Observed(

@@ -7,9 +7,10 @@ reconcile), and these functions reduce each object to what the planner needs whe
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +28,9 @@ log = logging.getLogger(__name__)
 Body = Mapping[str, Any]
 
 
+REPORTS_REMEMBERED = 4_096
+"""Parsed agent reports kept (about 2 KiB each with their keys, so at most 8 MiB): the reports
+of a few shards' worth of pods, which is what one Lease's change brings again."""
 DEFAULT_GRACE_SECONDS = 30
 """Kubernetes' default terminationGracePeriodSeconds."""
 
@@ -210,18 +214,36 @@ def lease_facts(lease: Body) -> LeaseFacts | None:
     annotations = (lease.get("metadata") or {}).get("annotations") or {}
     reports = {}
     for key, raw in annotations.items():
-        if not key.startswith(labels.AGENT_REPORT_PREFIX):
-            continue
-        try:
-            report = AgentReport.model_validate_json(raw)
-        except ValidationError as error:
-            log.warning("ignoring a malformed agent report %s: %s", key, error)
-            continue
-        reports[report.pod] = report
+        if key.startswith(labels.AGENT_REPORT_PREFIX) and (report := _report(key, raw)):
+            reports[report.pod] = report
     beat = heartbeat(lease)
     if beat is None and not reports:
         return None
     return LeaseFacts(beat, reports, renew_time(lease))
+
+
+@functools.lru_cache(maxsize=REPORTS_REMEMBERED)
+def _report(key: str, raw: str) -> AgentReport | None:
+    """One agent's report, parsed once: a change to a Lease of many reports (one agent's new
+    state) brings all of them again, and the others are as they were."""
+    try:
+        return AgentReport.model_validate_json(raw)
+    except ValidationError as error:
+        log.warning("ignoring a malformed agent report %s: %s", key, error)
+        return None
+
+
+def merged(leases: Iterable[LeaseFacts]) -> LeaseFacts | None:
+    """What a job's Leases say together: the heartbeat Lease (the one that carries the
+    heartbeat and its renewal) and the report shards (`phalanx.models.report_shards`)."""
+    facts = list(leases)
+    if len(facts) < 2:
+        return facts[0] if facts else None
+    beating = next((f for f in facts if f.heartbeat is not None or f.renewed is not None), None)
+    reports = {pod: report for f in facts for pod, report in f.reports.items()}
+    if beating is None:
+        return LeaseFacts(None, reports)
+    return LeaseFacts(beating.heartbeat, reports, beating.renewed)
 
 
 def renew_time(lease: Body) -> datetime | None:

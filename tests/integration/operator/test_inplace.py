@@ -14,11 +14,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
-from phalanx.agent.kubeapi import KubeAPI
+from phalanx.agent.kubeapi import KubeAPI, KubeError, lease_path
 from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.agent.wire import Report
+from phalanx.models.report_shards import REPORTS_PER_LEASE
 from phalanx.models.vocabulary import AgentState
 from tests.integration.operator.conftest import Cluster
 from tests.support.controlplane import ControlPlane, wait_until
@@ -85,3 +87,30 @@ def test_a_failed_worker_restarts_the_gang_in_place(
         cluster.wait_event("inplace", "Recovered")
         watched.stop()
     assert cluster.kubelet.pods("inplace", epoch=2) == {}, "no pod of epoch 2 was created"
+
+
+def test_a_job_past_a_hundred_ranks_reads_its_agents_on_every_report_lease(
+    control_plane: ControlPlane, cluster: Cluster
+) -> None:
+    """Rank 100's agent reports on the job's second report Lease, which only its pods may write;
+    the operator reads both Leases, so every pod carries over into the in-place epoch."""
+    ns, size = cluster.namespace, REPORTS_PER_LEASE + 1
+    cluster.create_job("wide", replicas={"min": size, "max": size})
+    pods = cluster.kubelet.start_gang("wide", 1, size)
+    names = [str(pods[r].metadata.name) for r in range(size)]
+    with as_pods(control_plane, cluster, "wide") as api:
+        reports = LeaseReports(ns, "wide-heartbeat", api=api)
+        for name in names:
+            reports.publish(Report(name, "running", datetime.now(UTC), 1))
+        shard = k8s.CoordinationV1Api(cluster.api).read_namespaced_lease("wide-heartbeat-1", ns)
+        assert set(shard.metadata.annotations) == {f"agent.phalanx.dev/{names[-1]}"}
+        with pytest.raises(KubeError) as denied:  # another shard's name, not granted
+            api.merge_patch(lease_path(ns, "wide-heartbeat-2"), {"metadata": {"labels": {}}})
+        assert denied.value.status == 403
+        cluster.wait_status("wide", lambda s: s.get("phase") == "Running", "Running")
+        reports.publish(Report(names[-1], "failed", datetime.now(UTC), 1, exit_code=137,
+                               message="worker killed", failed_at=datetime.now(UTC)))  # fmt: skip
+        status = cluster.wait_status("wide", lambda s: s.get("epoch") == 2, "epoch 2")
+    assert status["current"]["ranks"] == {name: rank for rank, name in enumerate(names)}, (
+        "every pod carried over in place: the operator saw both Leases' reports"
+    )

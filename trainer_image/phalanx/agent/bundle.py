@@ -39,6 +39,7 @@ MODULES: tuple[tuple[Path, str], ...] = (
     (MODELS / "env.py", "phalanx/models/env.py"),
     (MODELS / "exits.py", "phalanx/models/exits.py"),
     (MODELS / "labels.py", "phalanx/models/labels.py"),
+    (MODELS / "report_shards.py", "phalanx/models/report_shards.py"),
     (MODELS / "vocabulary.py", "phalanx/models/vocabulary.py"),
     (PHALANX / "progress.py", "phalanx/progress.py"),
     (PHALANX / "pod.py", "phalanx/pod.py"),

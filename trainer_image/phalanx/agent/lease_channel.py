@@ -19,6 +19,7 @@ from typing import Any
 from phalanx.agent.kubeapi import KubeAPI, close_watch, lease_path
 from phalanx.agent.wire import Assignment, Report, WireError
 from phalanx.models import labels
+from phalanx.models.report_shards import report_lease
 
 RETRY_SECONDS = 1.0
 
@@ -109,8 +110,9 @@ class LeaseAssignments:
 
 
 class LeaseReports:
-    """Writes this agent's report as its own annotation of the heartbeat Lease (a merge patch,
-    so agents never conflict)."""
+    """Writes this agent's report as its own annotation of its shard of the job's report Leases
+    (`phalanx.models.report_shards`; shard 0 is the heartbeat Lease): a merge patch, so agents
+    never conflict."""
 
     def __init__(self, namespace: str, lease: str, api: KubeAPI | None = None) -> None:
         self.api = api or KubeAPI.in_cluster()
@@ -119,4 +121,5 @@ class LeaseReports:
     def publish(self, report: Report) -> None:
         key = labels.AGENT_REPORT_PREFIX + report.pod
         body = {"metadata": {"annotations": {key: report.to_json()}}}
-        self.api.merge_patch(lease_path(self.namespace, self.lease), body)
+        lease = report_lease(self.lease, report.pod)
+        self.api.merge_patch(lease_path(self.namespace, lease), body)

@@ -1,6 +1,7 @@
-"""The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases,
-the ServiceAccount + Role + RoleBinding that let its pods update the first and read the second,
-and nothing else, and the PodDisruptionBudget of its node pods."""
+"""The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases
+(and, past `REPORTS_PER_LEASE` pods, more Leases for the agents' reports), the ServiceAccount +
+Role + RoleBinding that let its pods update the first and read the second, and nothing else,
+and the PodDisruptionBudget of its node pods."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from phalanx.models.names import (
     service_account_name,
     service_name,
 )
+from phalanx.models.report_shards import shard_lease, shards_for
 
 Manifest = dict[str, Any]
 
@@ -97,8 +99,27 @@ def _lease(job: TrainingJob, name: str, spec: Manifest) -> Manifest:
 
 
 def heartbeat_lease(job: TrainingJob) -> Manifest:
-    """The Lease node rank 0's agent renews with its progress."""
+    """The Lease node rank 0's agent renews with its progress (also shard 0 of the reports)."""
     return _lease(job, lease_name(job.metadata.name or ""), {"leaseDurationSeconds": 30})
+
+
+def report_shard_count(job: TrainingJob) -> int:
+    """How many report Leases the job's pods need: for every rank up to spec.replicas.max and
+    every standby index, and for the pods its status names (a pod made before the job shrank
+    carries over with the rank in its name)."""
+    status = job.status
+    names = [*status.current.ranks, *status.current.standbys] if status is not None else []
+    return shards_for(max(job.spec.replicas.max, job.spec.spares), names)
+
+
+def report_leases(job: TrainingJob) -> list[Manifest]:
+    """The report Leases past the heartbeat Lease (shard 0): none for a job of up to
+    `REPORTS_PER_LEASE` pods."""
+    heartbeat = lease_name(job.metadata.name or "")
+    return [
+        _lease(job, shard_lease(heartbeat, number), {})
+        for number in range(1, report_shard_count(job))
+    ]
 
 
 def assignment_lease(job: TrainingJob) -> Manifest:
@@ -112,9 +133,10 @@ def service_account(job: TrainingJob) -> Manifest:
 
 
 def role(job: TrainingJob) -> Manifest:
-    """Allows updating only this job's heartbeat Lease (progress, agents' reports) and reading
-    and watching only its assignment Lease."""
+    """Allows updating only this job's heartbeat and report Leases (progress, agents' reports)
+    and reading and watching only its assignment Lease."""
     name = job.metadata.name or ""
+    reports = [shard_lease(lease_name(name), n) for n in range(report_shard_count(job))]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -123,7 +145,7 @@ def role(job: TrainingJob) -> Manifest:
             {
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "resourceNames": [lease_name(name)],
+                "resourceNames": reports,
                 "verbs": ["get", "update", "patch"],
             },
             {  # a watch of one object by name (fieldSelector metadata.name) needs list + watch
