@@ -151,19 +151,14 @@ def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None) -> d
 
 def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi,
          tally: Tally, jobs: int, nodes: int, storm: int, profile: Path | None) -> dict[str, Any]:  # fmt: skip
-    port = free_port()
-    env = {**os.environ, "PHALANX_OPERATOR_NAMESPACES": json.dumps([NAMESPACE]),
-           "PHALANX_OPERATOR_KUBECONFIG": str(operator_kubeconfig(plane, tmp)),
-           "PHALANX_OPERATOR_METRICS_PORT": str(port), "PHALANX_OPERATOR_LIVENESS_ENDPOINT": ""}  # fmt: skip
-    operator = subprocess.Popen([sys.executable, "-m", "phalanx.operator"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    operator, port = start_operator(plane, tmp)
     spy = profiler(operator.pid, profile) if profile is not None else None
     others = {"etcd": plane.pids[0], "kube-apiserver": plane.pids[1],
               "kube-controller-manager": plane.pids[2]} | {
         p.name(): p.pid for p in psutil.Process().children() if p.name() in ("kube-scheduler", "kwok")
     }  # fmt: skip
     try:
-        wait_until(lambda: _up(port), 60, "the operator's metrics endpoint")
+        wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
         cpu_before = {
             name: cpu_seconds(pid) for name, pid in {**others, "operator": operator.pid}.items()
         }
@@ -221,6 +216,18 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "storm_api_by_code": in_storm["by_code"],
         "cpu_seconds": cpu, "peak_rss_mib": rss, "audit_user": AUDIT_USER,
     }  # fmt: skip
+
+
+def start_operator(plane: ControlPlane, tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The operator as its own process, signed in as the audited identity, watching the bench's
+    namespace; its metrics port."""
+    port = free_port()
+    env = {**os.environ, "PHALANX_OPERATOR_NAMESPACES": json.dumps([NAMESPACE]),
+           "PHALANX_OPERATOR_KUBECONFIG": str(operator_kubeconfig(plane, tmp)),
+           "PHALANX_OPERATOR_METRICS_PORT": str(port), "PHALANX_OPERATOR_LIVENESS_ENDPOINT": ""}  # fmt: skip
+    operator = subprocess.Popen([sys.executable, "-m", "phalanx.operator"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    return operator, port
 
 
 def _table(f: dict[str, Any]) -> str:
@@ -339,7 +346,7 @@ def _etcd_version() -> str:
     return first.replace("etcd Version: ", "etcd ")
 
 
-def _up(port: int) -> bool:
+def metrics_up(port: int) -> bool:
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read()
     except OSError:

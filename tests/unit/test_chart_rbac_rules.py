@@ -44,7 +44,7 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     ("", "events"): {"create": "execute.py _emit; kopf's post_event"},
     ("rbac.authorization.k8s.io", "roles"): {
         "create": "execute.py _ensure_children role",
-        "patch": "report_leases.py grant_shards (a job grown past another 100 ranks)",
+        "patch": "report_leases.py grant_shards (a job grown past its report Leases)",
     },
     ("rbac.authorization.k8s.io", "rolebindings"): {
         "create": "execute.py _ensure_children role_binding",

@@ -14,27 +14,29 @@ from phalanx.models import TrainingJob, labels, names
 from phalanx.models.report_shards import REPORTS_PER_LEASE, report_lease, shard, shards_for
 from phalanx.operator import builder, observe
 
+N = REPORTS_PER_LEASE
+
 
 @pytest.mark.parametrize(
     ("pod", "expected"),
-    [("llm-3-0", 0), ("llm-3-99", 0), ("llm-3-100", 1), ("llm-7-1999", 19), ("llm-2-s250", 2),
-     ("llm-2-s5", 0), ("odd-name", 0)],
+    [("llm-3-0", 0), (f"llm-3-{N - 1}", 0), (f"llm-3-{N}", 1), (f"llm-7-{20 * N + 3}", 20),
+     (f"llm-2-s{2 * N}", 2), ("llm-2-s1", 0), ("odd-name", 0)],
 )  # fmt: skip
 def test_a_pods_shard_is_its_rank_or_standby_index_by_blocks(pod: str, expected: int) -> None:
     assert shard(pod) == expected
 
 
 def test_shard_zero_is_the_heartbeat_lease() -> None:
-    assert report_lease("llm-heartbeat", "llm-0-5") == "llm-heartbeat"
-    assert report_lease("llm-heartbeat", "llm-0-1234") == "llm-heartbeat-12"
+    assert report_lease("llm-heartbeat", "llm-0-1") == "llm-heartbeat"
+    assert report_lease("llm-heartbeat", f"llm-0-{12 * N}") == "llm-heartbeat-12"
 
 
 def test_shards_cover_every_rank_and_every_named_pod() -> None:
     assert shards_for(1) == 1
     assert shards_for(REPORTS_PER_LEASE) == 1
     assert shards_for(REPORTS_PER_LEASE + 1) == 2
-    assert shards_for(2_000) == 20
-    assert shards_for(8, ["llm-0-450"]) == 5, "a pod made before the job shrank"
+    assert shards_for(20 * N) == 20
+    assert shards_for(1, [f"llm-0-{4 * N}"]) == 5, "a pod made before the job shrank"
 
 
 def job(max_nodes: int, spares: int = 0, status: dict[str, Any] | None = None) -> TrainingJob:
@@ -53,12 +55,12 @@ def granted(manifest: dict[str, Any]) -> list[str]:
 
 
 def test_a_small_job_has_only_its_heartbeat_lease() -> None:
-    assert builder.report_leases(job(100)) == []
-    assert granted(builder.role(job(100))) == ["llm-heartbeat"]
+    assert builder.report_leases(job(N)) == []
+    assert granted(builder.role(job(N))) == ["llm-heartbeat"]
 
 
-def test_a_large_job_gets_a_lease_per_hundred_ranks_and_its_pods_may_write_them() -> None:
-    large = job(250, spares=20)
+def test_a_large_job_gets_a_lease_per_block_of_ranks_and_its_pods_may_write_them() -> None:
+    large = job(3 * N - 1, spares=N)
     leases = [m["metadata"]["name"] for m in builder.report_leases(large)]
     assert leases == ["llm-heartbeat-1", "llm-heartbeat-2"]
     assert granted(builder.role(large)) == ["llm-heartbeat", *leases]
@@ -67,11 +69,11 @@ def test_a_large_job_gets_a_lease_per_hundred_ranks_and_its_pods_may_write_them(
 
 
 def test_spares_past_the_ranks_get_their_shards() -> None:
-    assert len(builder.report_leases(job(10, spares=150))) == 1
+    assert len(builder.report_leases(job(1, spares=2 * N))) == 1
 
 
 def test_pods_named_in_status_keep_their_shard_after_the_job_shrank() -> None:
-    shrunk = job(50, status={"current": {"ranks": {"llm-0-320": 3}}})
+    shrunk = job(1, status={"current": {"ranks": {f"llm-0-{3 * N}": 0}}})
     assert granted(builder.role(shrunk))[-1] == "llm-heartbeat-3"
 
 
@@ -92,12 +94,12 @@ def lease(name: str, reports: dict[str, int], beat: int | None = None) -> dict[s
 
 def test_the_operator_reads_a_jobs_leases_together() -> None:
     facts = [
-        observe.lease_facts(lease("llm-heartbeat-1", {"llm-1-100": 1, "llm-1-101": 1})),
+        observe.lease_facts(lease("llm-heartbeat-1", {f"llm-1-{N}": 1, f"llm-1-{N + 1}": 1})),
         observe.lease_facts(lease("llm-heartbeat", {"llm-1-0": 1}, beat=7)),
     ]
     merged = observe.merged(f for f in facts if f is not None)
     assert merged is not None
-    assert sorted(merged.reports) == ["llm-1-0", "llm-1-100", "llm-1-101"]
+    assert sorted(merged.reports) == sorted(["llm-1-0", f"llm-1-{N}", f"llm-1-{N + 1}"])
     assert merged.heartbeat is not None
     assert merged.heartbeat.step == 7
     assert merged.renewed is not None

@@ -89,10 +89,10 @@ def test_a_failed_worker_restarts_the_gang_in_place(
     assert cluster.kubelet.pods("inplace", epoch=2) == {}, "no pod of epoch 2 was created"
 
 
-def test_a_job_past_a_hundred_ranks_reads_its_agents_on_every_report_lease(
+def test_a_job_past_one_block_of_ranks_reads_its_agents_on_every_report_lease(
     control_plane: ControlPlane, cluster: Cluster
 ) -> None:
-    """Rank 100's agent reports on the job's second report Lease, which only its pods may write;
+    """The last rank's agent reports on the job's second report Lease, which only its pods may write;
     the operator reads both Leases, so every pod carries over into the in-place epoch."""
     ns, size = cluster.namespace, REPORTS_PER_LEASE + 1
     cluster.create_job("wide", replicas={"min": size, "max": size})

@@ -1,0 +1,263 @@
+"""A fleet of simulated agents for the pods kwok runs: they speak the agent's own protocol, so an
+in-place restart can be measured at thousands of pods on one machine.
+
+What a pod's agent does on a cluster (`phalanx.agent.main`), and what each simulated agent does
+the same way: it follows its job's assignment Lease (parsed by the agent's own
+`lease_channel.parse`), and when an epoch names its pod it acknowledges by reporting `running`
+in the epoch's first phase, then `training` once its workers would train; a pod the epoch does
+not name reports `standby`. Reports are the agent's `wire.Report`, written as the agent's
+`LeaseReports` writes them (a merge patch of its own annotation, on its report shard). A pod
+starts its own epoch (from its labels, as the agent from its env) when kwok runs it.
+
+What differs, and why: one process plays every agent. It follows all the job's assignments with
+one watch instead of one per pod, and writes from a pool of threads that keep their connection
+to the API server, where each agent opens one per request (2 000 TLS handshakes a restart would
+cost this 2-core machine's client side seconds that real pods spend on their own CPUs; the API
+server's side of them is spared too, which the report says). Between `starting` and `training`
+a real agent also reports `rendezvous`, `loading` and `first-step`; the fleet reports the first
+and the last, which is what the operator needs to carry a pod over and to see it train.
+"""
+
+from __future__ import annotations
+
+import heapq
+import http.client
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+
+from phalanx.agent.kubeapi import KubeAPI
+from phalanx.agent.lease_channel import LeaseReports, parse
+from phalanx.agent.wire import Assignment, Report
+from phalanx.models import labels
+from phalanx.models.names import lease_name
+from phalanx.models.vocabulary import AgentPhase
+
+THREADS = 64
+TRAINING_AFTER_SECONDS = 1.0
+"""How long after acknowledging an epoch a simulated agent says its workers train."""
+
+
+class KeptAliveAPI(KubeAPI):
+    """The agent's client with one kept-alive connection per thread (see the module's why)."""
+
+    _local = threading.local()
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        kept: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if kept is None or kept.sock is None:
+            kept = super()._connection(timeout)
+            self._local.connection = kept
+        return kept
+
+    def call(
+        self, method: str, path: str, body: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:  # fmt: skip
+        connection, response = self._send(method, path, body, content_type, 10.0)
+        try:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+        except Exception:
+            connection.close()
+            raise
+
+
+@dataclass
+class Acknowledged:
+    """When an epoch's assignment reached the fleet and when its last pod's report was answered."""
+
+    seen: float
+    pods: int
+    written: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def fan_out(self) -> float | None:
+        """Assignment seen -> every named pod's acknowledgement written (None: not yet)."""
+        return max(self.written.values()) - self.seen if len(self.written) >= self.pods else None
+
+
+@dataclass
+class AgentFleet:
+    """The agents of every node pod kwok runs in `namespace`, until `stop`."""
+
+    api: k8s.ApiClient
+    agents_api: KubeAPI
+    namespace: str
+    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(THREADS))
+    epochs: dict[str, int] = field(default_factory=dict)
+    """Pod name -> the epoch its agent last started."""
+    running: dict[str, str] = field(default_factory=dict)
+    """Running pod name -> its job."""
+    assignments: dict[str, Assignment] = field(default_factory=dict)
+    """Job -> its newest assignment."""
+    acknowledged: dict[tuple[str, int], Acknowledged] = field(default_factory=dict)
+    """(job, epoch) -> how its assignment's acknowledgements went."""
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    _pending: int = 0
+    _due: list[tuple[float, int, Callable[[], None]]] = field(default_factory=list)
+    _order: itertools.count[int] = field(default_factory=itertools.count)
+    _timer: threading.Condition = field(default_factory=threading.Condition)
+
+    def start(self) -> AgentFleet:
+        core, leases = k8s.CoreV1Api(self.api), k8s.CoordinationV1Api(self.api)
+        selector = f"{labels.ROLE}={labels.ROLE_NODE}"
+        watches: list[tuple[Callable[..., Any], Callable[[str, dict[str, Any]], None]]] = [
+            (lambda **kw: core.list_namespaced_pod(self.namespace, label_selector=selector, **kw),
+             self._on_pod),
+            (lambda **kw: leases.list_namespaced_lease(self.namespace, label_selector=labels.JOB,
+                                                       **kw), self._on_lease),
+        ]  # fmt: skip
+        for call, handler in watches:
+            threading.Thread(target=self._watch, args=(call, handler), daemon=True).start()
+        threading.Thread(target=self._run_due, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def fail(self, pod: str, exit_code: int = 137) -> None:
+        """The pod's worker dies: its agent reports the failure (the operator restarts in
+        place)."""
+        with self.lock:
+            job, epoch = self.running[pod], self.epochs[pod]
+        now = datetime.now(UTC)
+        report = Report(pod, "failed", now, epoch, exit_code=exit_code,
+                        message="worker killed by SIGKILL (simulated)", failed_at=now)  # fmt: skip
+        self._write(job, report)
+
+    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        name, job = meta["name"], (meta.get("labels") or {}).get(labels.JOB, "")
+        running = kind != "DELETED" and (pod.get("status") or {}).get("phase") == "Running"
+        with self.lock:
+            if not running or meta.get("deletionTimestamp"):
+                self.running.pop(name, None)
+                return
+            if name in self.running:
+                return
+            self.running[name] = job
+            epoch = int((meta.get("labels") or {}).get(labels.EPOCH, "0"))
+            assignment = self.assignments.get(job)
+        if assignment is not None and assignment.epoch > epoch and name in assignment.ranks:
+            epoch = assignment.epoch  # started after its epoch was replaced: joins the newest
+        self._begin(job, name, epoch, None)
+
+    def _on_lease(self, kind: str, lease: dict[str, Any]) -> None:
+        assignment = parse(lease) if kind != "DELETED" else None
+        if assignment is None:
+            return
+        job = (lease["metadata"].get("labels") or {}).get(labels.JOB, "")
+        now = time.monotonic()
+        with self.lock:
+            last = self.assignments.get(job)
+            if last is not None and last.epoch >= assignment.epoch:
+                return
+            self.assignments[job] = assignment
+            key = (job, assignment.epoch)
+            self.acknowledged.setdefault(key, Acknowledged(now, len(assignment.ranks)))
+            pods = [pod for pod, owner in self.running.items() if owner == job]
+        for pod in pods:
+            if pod in assignment.ranks:
+                self._begin(job, pod, assignment.epoch, key)
+            else:
+                self._write(job, Report(pod, "standby", datetime.now(UTC), assignment.epoch))
+
+    def _begin(self, job: str, pod: str, epoch: int, key: tuple[str, int] | None) -> None:
+        with self.lock:
+            if self.epochs.get(pod, -1) >= epoch:
+                return
+            self.epochs[pod] = epoch
+
+        def acknowledge() -> None:
+            since = datetime.now(UTC)
+            self._report(job, pod, epoch, "starting", since)
+            if key is not None:
+                with self.lock:
+                    self.acknowledged[key].written[pod] = time.monotonic()
+            self._later(TRAINING_AFTER_SECONDS, lambda: train(since))
+
+        def train(since: datetime) -> None:
+            with self.lock:
+                current = self.epochs.get(pod) == epoch and pod in self.running
+            if current:
+                self._report(job, pod, epoch, "training", since)
+
+        self._submit(acknowledge)
+
+    def _report(self, job: str, pod: str, epoch: int, phase: AgentPhase, since: datetime) -> None:
+        report = Report(pod, "running", since, epoch, phase=phase, renewed=datetime.now(UTC),
+                        renew_seconds=2.0)  # fmt: skip
+        self._send(job, report)
+
+    def _write(self, job: str, report: Report) -> None:
+        self._submit(lambda: self._send(job, report))
+
+    def _send(self, job: str, report: Report) -> None:
+        try:
+            LeaseReports(self.namespace, lease_name(job), api=self.agents_api).publish(report)
+        except Exception as error:  # recorded: the run reports every write that failed
+            self.errors.append(f"{report.pod}: {error}")
+
+    def idle(self) -> bool:
+        """No report is waiting to be written or due later."""
+        with self.lock:
+            return self._pending == 0 and not self._due
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        def counted() -> None:
+            try:
+                work()
+            finally:
+                with self.lock:
+                    self._pending -= 1
+
+        with self.lock:
+            if self.stopped.is_set():
+                return
+            self._pending += 1
+        self.pool.submit(counted)
+
+    def _later(self, seconds: float, work: Callable[[], None]) -> None:
+        """`work` submitted after `seconds`, without holding a thread meanwhile."""
+        with self._timer:
+            heapq.heappush(self._due, (time.monotonic() + seconds, next(self._order), work))
+            self._timer.notify()
+
+    def _run_due(self) -> None:
+        while not self.stopped.is_set():
+            with self._timer:
+                wait = self._due[0][0] - time.monotonic() if self._due else 1.0
+                if wait > 0:
+                    self._timer.wait(min(wait, 1.0))
+                    continue
+                _, _, work = heapq.heappop(self._due)
+            self._submit(work)
+
+    def _watch(self, call: Callable[..., Any], handler: Callable[[str, dict[str, Any]], None]) -> None:  # fmt: skip
+        version = ""
+        while not self.stopped.is_set():
+            try:
+                response = call(watch=True, resource_version=version, timeout_seconds=600,
+                                allow_watch_bookmarks=True, _preload_content=False)  # fmt: skip
+                for line in response:
+                    event = json.loads(line)
+                    version = event["object"]["metadata"].get("resourceVersion", version)
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        handler(event["type"], event["object"])
+                    elif event["type"] == "ERROR":
+                        version = ""
+                        break
+            except Exception:  # the API server stopped at the end of the run
+                return

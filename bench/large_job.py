@@ -1,0 +1,144 @@
+"""One large job on kwok: a TrainingJob of 2 000 node pods created, and an in-place restart of
+it fanned out to every pod's agent, beside the kube Job controller making a 2 000-completion
+Indexed Job on a fresh API server with the same scheduler and kwok nodes.
+
+The agents are simulated (`bench.agent_fleet`): they follow the job's assignment Lease and
+report on its report Leases as the agent does. Measured:
+
+- apply -> all node pods created and -> all Running (the Job controller's the same way), and
+  -> the job Running (every agent acknowledged epoch 1);
+- the in-place restart: one pod's agent reports its worker killed; the operator publishes
+  epoch 2 with every pod carried over; fan-out is that assignment reaching the fleet -> the last
+  pod's acknowledgement written; and the failure reported -> the job Running at epoch 2;
+- the operator's requests in the restart (audit log) and its peak RSS.
+
+Usage: python -m bench.large_job [--pods 2000] [--no-baseline] [--json large.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from bench import baselines, kwok
+from bench.agent_fleet import AgentFleet, KeptAliveAPI
+from bench.audit import audit_args, requests_between
+from bench.controlplane import NAMESPACE, PODS_PER_NODE, metrics_up, start_operator
+from bench.process_stats import peak_rss_mib
+from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
+from phalanx.models.names import node_pod_name, service_account_name
+from tests.integration.operator.conftest import training_job
+from tests.support.controlplane import running_control_plane, wait_until
+
+JOB = "large"
+WAIT_SECONDS = 600
+
+
+def measure(pods: int) -> dict[str, Any]:
+    """A job of `pods` node pods on a fresh API server: creation and an in-place restart."""
+    with tempfile.TemporaryDirectory() as tmp, \
+         running_control_plane(Path(tmp), audit_args(Path(tmp))) as plane:  # fmt: skip
+        api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
+        core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
+        with kwok.scheduler_and_kwok(plane, Path(tmp)):
+            kwok.add_nodes(core, -(-pods // PODS_PER_NODE) + PODS_PER_NODE)
+            tally = Tally()
+            start_watches(api, NAMESPACE, tally, "phalanx.dev/role=node")
+            operator, port = start_operator(plane, Path(tmp))
+            fleet: AgentFleet | None = None
+            try:
+                wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
+                started, wall_started = time.monotonic(), time.time()
+                custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
+                    training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1))  # fmt: skip
+                fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
+                                   NAMESPACE).start()  # fmt: skip
+                wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",
+                           interval=0.2)  # fmt: skip
+                created = tally.nth_created(pods) - started
+                wait_until(lambda: len(tally.running) >= pods, WAIT_SECONDS,
+                           f"{pods} pods Running", interval=0.2)  # fmt: skip
+                with tally.lock:
+                    pods_running = sorted(tally.running.values())[pods - 1] - started
+                wait_until(lambda: tally.jobs_running({JOB}) == 1, WAIT_SECONDS,
+                           "the job Running", interval=0.2)  # fmt: skip
+                job_running = time.monotonic() - started
+                epoch = tally.jobs[JOB][1]
+                wait_until(lambda: _settled(fleet, pods), WAIT_SECONDS,
+                           "every agent training", interval=0.2)  # fmt: skip
+                wall_failed, failed = time.time(), time.monotonic()
+                fleet.fail(node_pod_name(JOB, epoch, pods // 2))
+                wait_until(lambda: tally.jobs_running({JOB}, {JOB: epoch}) == 1, WAIT_SECONDS,
+                           "the job Running again in place", interval=0.2)  # fmt: skip
+                running_again = (tally.running_again(JOB, epoch) or time.monotonic()) - failed
+                restart = fleet.acknowledged[(JOB, tally.jobs[JOB][1])]
+                wait_until(lambda: restart.fan_out is not None, 60, "every acknowledgement")
+                replaced = sum(
+                    1 for name in tally.created if not name.startswith(f"{JOB}-{epoch}-")
+                )
+                in_restart = requests_between(Path(tmp), wall_failed, time.time())
+                rss = peak_rss_mib(operator.pid)
+            finally:
+                if fleet is not None:
+                    fleet.stop()
+                operator.kill()
+                operator.wait()
+        scale_up = requests_between(Path(tmp), wall_started, wall_failed)
+    return {
+        "pods": pods, "all_created": created, "all_running": pods_running,
+        "job_running": job_running, "fan_out": restart.fan_out,
+        "restart_running_again": running_again, "restart_new_pods": replaced,
+        "restart_epoch": tally.jobs[JOB][1], "fleet_errors": fleet.errors[:20],
+        "fleet_error_count": len(fleet.errors), "api_requests": scale_up["requests"],
+        "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"],
+        "restart_api_requests": in_restart["requests"], "restart_api_by_verb": in_restart["by_verb"],
+        "restart_api_by_code": in_restart["by_code"], "peak_rss_mib": rss,
+    }  # fmt: skip
+
+
+def _pods_api(core: k8s.CoreV1Api, server: str, ca: Path) -> KeptAliveAPI:
+    """The agents' client, with a token of the job's pods' own service account (so the Role's
+    limits on what they may write apply to the fleet)."""
+    name = service_account_name(JOB)
+    wait_until(lambda: any(sa.metadata.name == name for sa in
+                           core.list_namespaced_service_account(NAMESPACE).items),
+               60, "the pods' service account")  # fmt: skip
+    request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
+    token = core.create_namespaced_service_account_token(name, NAMESPACE, request).status.token
+    return KeptAliveAPI(server, token=token, ca_file=ca)
+
+
+def _settled(fleet: AgentFleet, pods: int) -> bool:
+    """Every pod's agent started the epoch and has no report left to write."""
+    with fleet.lock:
+        started = len(fleet.epochs)
+    return started >= pods and fleet.idle()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the Indexed Job of as many completions")  # fmt: skip
+    parser.add_argument("--json", type=Path, help="write the figures here, as JSON")
+    args = parser.parse_args()
+    figures = measure(args.pods)
+    if not args.no_baseline:
+        figures["baseline"] = baselines.measure_job_controller(1, args.pods)
+        figures["created_ratio"] = figures["all_created"] / figures["baseline"]["all_created"]
+    print(json.dumps(figures, indent=1))
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
