@@ -18,9 +18,13 @@ Usage: python -m bench.large_job [--pods 2000] [--no-baseline] [--json large.jso
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +32,12 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from bench import baselines, kwok
-from bench.agent_fleet import AgentFleet, KeptAliveAPI
+from bench.agent_fleet import Acknowledged, AgentFleet, KeptAliveAPI
 from bench.audit import audit_args, requests_between
-from bench.controlplane import NAMESPACE, PODS_PER_NODE, metrics_up, start_operator
-from bench.process_stats import peak_rss_mib
+from bench.controlplane import NAMESPACE, PODS_PER_NODE, metrics_up, profiler, start_operator
+from bench.process_stats import cpu_seconds, peak_rss_mib
+from bench.profile import summarise
+from bench.stats import quantile
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from phalanx.models.names import node_pod_name, service_account_name
 from tests.integration.operator.conftest import training_job
@@ -41,8 +47,9 @@ JOB = "large"
 WAIT_SECONDS = 600
 
 
-def measure(pods: int) -> dict[str, Any]:
-    """A job of `pods` node pods on a fresh API server: creation and an in-place restart."""
+def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
+    """A job of `pods` node pods on a fresh API server: creation and an in-place restart (with
+    `profile`, the operator sampled by py-spy through the restart, into that file)."""
     with tempfile.TemporaryDirectory() as tmp, \
          running_control_plane(Path(tmp), audit_args(Path(tmp))) as plane:  # fmt: skip
         api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
@@ -74,16 +81,29 @@ def measure(pods: int) -> dict[str, Any]:
                 epoch = tally.jobs[JOB][1]
                 wait_until(lambda: _settled(fleet, pods), WAIT_SECONDS,
                            "every agent training", interval=0.2)  # fmt: skip
+                spy = profiler(operator.pid, profile) if profile is not None else None
+                processes = {"operator": operator.pid, "etcd": plane.pids[0],
+                             "kube-apiserver": plane.pids[1], "bench and fleet": os.getpid()}  # fmt: skip
+                cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
                 wall_failed, failed = time.time(), time.monotonic()
                 fleet.fail(node_pod_name(JOB, epoch, pods // 2))
                 wait_until(lambda: tally.jobs_running({JOB}, {JOB: epoch}) == 1, WAIT_SECONDS,
                            "the job Running again in place", interval=0.2)  # fmt: skip
                 running_again = (tally.running_again(JOB, epoch) or time.monotonic()) - failed
-                restart = fleet.acknowledged[(JOB, tally.jobs[JOB][1])]
-                wait_until(lambda: restart.fan_out is not None, 60, "every acknowledgement")
+                first = fleet.acknowledged[(JOB, epoch + 1)]
+                with contextlib.suppress(TimeoutError):  # reported as it is: the pods that did
+                    wait_until(lambda: first.fan_out is not None, 30, "every acknowledgement")
+                restart_cpu = {name: cpu_seconds(pid) - cpu_before[name]
+                               for name, pid in processes.items()}  # fmt: skip
+                if spy is not None:
+                    spy.send_signal(signal.SIGINT)  # it writes what it sampled, and ends
+                    spy.wait(timeout=60)
                 replaced = sum(
                     1 for name in tally.created if not name.startswith(f"{JOB}-{epoch}-")
                 )
+                status = custom.get_namespaced_custom_object(
+                    GROUP, VERSION, NAMESPACE, PLURAL, JOB
+                )["status"]
                 in_restart = requests_between(Path(tmp), wall_failed, time.time())
                 rss = peak_rss_mib(operator.pid)
             finally:
@@ -94,13 +114,19 @@ def measure(pods: int) -> dict[str, Any]:
         scale_up = requests_between(Path(tmp), wall_started, wall_failed)
     return {
         "pods": pods, "all_created": created, "all_running": pods_running,
-        "job_running": job_running, "fan_out": restart.fan_out,
-        "restart_running_again": running_again, "restart_new_pods": replaced,
-        "restart_epoch": tally.jobs[JOB][1], "fleet_errors": fleet.errors[:20],
+        "job_running": job_running, "fan_out": first.fan_out,
+        "acknowledged": _quantiles(first), "restart_running_again": running_again,
+        "restart_new_pods": replaced, "restart_epoch": tally.jobs[JOB][1],
+        "restart_failures": Counter(f"{f['reason']} (epoch {f['epoch']})"
+                                    for f in status.get("failures") or []),
+        "fleet_errors": fleet.errors[:20],
         "fleet_error_count": len(fleet.errors), "api_requests": scale_up["requests"],
         "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"],
         "restart_api_requests": in_restart["requests"], "restart_api_by_verb": in_restart["by_verb"],
         "restart_api_by_code": in_restart["by_code"], "peak_rss_mib": rss,
+        "restart_cpu_seconds": restart_cpu,
+        **({"restart_profile": summarise(profile.read_text())}
+           if profile is not None and profile.exists() else {}),
     }  # fmt: skip
 
 
@@ -116,6 +142,14 @@ def _pods_api(core: k8s.CoreV1Api, server: str, ca: Path) -> KeptAliveAPI:
     return KeptAliveAPI(server, token=token, ca_file=ca)
 
 
+def _quantiles(acknowledged: Acknowledged) -> dict[str, Any]:
+    """How many of the epoch's pods acknowledged, and when (seconds after the fleet saw the
+    assignment): the spread of a fan-out, complete or not."""
+    times = sorted(t - acknowledged.seen for t in acknowledged.written.values())
+    return {"pods": acknowledged.pods, "acknowledged": len(times),
+            **{f"p{int(q * 100)}": quantile(times, q) for q in (0.5, 0.9, 1.0) if times}}  # fmt: skip
+
+
 def _settled(fleet: AgentFleet, pods: int) -> bool:
     """Every pod's agent started the epoch and has no report left to write."""
     with fleet.lock:
@@ -129,8 +163,10 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the Indexed Job of as many completions")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the figures here, as JSON")
+    parser.add_argument("--profile", type=Path,
+                        help="sample the operator through the restart (py-spy) into this file")  # fmt: skip
     args = parser.parse_args()
-    figures = measure(args.pods)
+    figures = measure(args.pods, args.profile)
     if not args.no_baseline:
         figures["baseline"] = baselines.measure_job_controller(1, args.pods)
         figures["created_ratio"] = figures["all_created"] / figures["baseline"]["all_created"]

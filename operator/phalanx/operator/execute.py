@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -30,10 +31,8 @@ from kubernetes.client.exceptions import ApiException
 
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
-from phalanx.models.events import JobEvent
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.models.names import event_name_prefix
-from phalanx.operator import builder, planner
+from phalanx.operator import builder, job_events, planner, slow_start
 from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
@@ -61,8 +60,8 @@ from phalanx.operator.planner import (
 from phalanx.operator.report_leases import drop_reports, grant_shards
 
 log = logging.getLogger(__name__)
-COMPONENT = "phalanx-operator"
-CREATIONS = (EnsureChildren, EnsurePodGroup, EnsureWorkload, CreateNodePod, CreateStandbyPod)
+POD_CREATIONS = (CreateNodePod, CreateStandbyPod)
+CREATIONS = (EnsureChildren, EnsurePodGroup, EnsureWorkload, *POD_CREATIONS)
 Manifest = dict[str, Any]
 
 
@@ -101,6 +100,8 @@ class Executor:
         self._published: dict[JobKey, str] = {}
         """The last assignment written per job: the plan repeats it until the epoch launched."""
         self.expectations = Expectations(expectation_seconds)
+        self._creates = ThreadPoolExecutor(slow_start.MAX_IN_FLIGHT, "pod-create")
+        """Sends a plan's pod creates, many at once (`slow_start`)."""
 
     def api_seconds(self) -> float:
         """Seconds the calling thread's requests have waited for the API server, all told (0
@@ -128,21 +129,47 @@ class Executor:
             written = self._write_status(raw, job, write)
         uses_podgroup = bool(plan.of_type(EnsurePodGroup))
         refused = None
-        for action in plan.actions:
-            if refused is not None and isinstance(action, CREATIONS):
+        for step in _steps(plan.actions):
+            if refused is not None and isinstance(step[0], CREATIONS):
                 continue  # built from the same spec: it would most likely be refused too
             try:
-                self._act(job, action, uses_podgroup)
+                if isinstance(step[0], POD_CREATIONS):
+                    pods = [self._pod(job, action, uses_podgroup) for action in step]
+                    slow_start.run([partial(self._create_pod, job, pod) for pod in pods],
+                                   self._creates, self._waited)  # fmt: skip
+                else:
+                    self._act(job, step[0])
             except ChildRefusedError as error:
                 refused = error.refusal
                 log.warning(
                     "job %s/%s: the API server refused %s", _ns(job), job.metadata.name, error
                 )
         for event in plan.events:
-            self._emit(job, raw, event, now)
+            job_events.emit(self.core, raw, event, now, self.instance)
         return Applied(written, refused)
 
-    def _act(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> None:
+    def _pod(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> Manifest:
+        """The manifest of a pod the plan creates."""
+        match action:
+            case CreateNodePod(
+                epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master, agent=agent
+            ):
+                return builder.node_pod(
+                    job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master, agent
+                )
+            case CreateStandbyPod(
+                epoch=epoch, index=index, avoid_nodes=avoid, warm=warm, nodes=nodes
+            ):
+                return builder.standby_pod(job, epoch, index, self.build, avoid, warm, nodes)
+        raise TypeError(f"not a pod creation: {action!r}")
+
+    def _waited(self, seconds: float) -> None:
+        """A batch of creates on other threads was waited for: the API server's time."""
+        count: Callable[[float], None] | None = getattr(self.api, "count", None)
+        if count is not None:
+            count(seconds)
+
+    def _act(self, job: TrainingJob, action: Action) -> None:
         match action:
             case DeletePods(names=names, force=force, reported=reported):
                 self._delete_pods(job, names, force, reported)
@@ -158,18 +185,6 @@ class Executor:
                 self.workloads.mark_pods_ready(job, name, ready)
             case FinishWorkload(name=name, message=message):
                 self.workloads.finish(job, name, message)
-            case CreateNodePod(
-                epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master, agent=agent
-            ):
-                pod = builder.node_pod(
-                    job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master, agent
-                )
-                self._create_pod(job, pod)
-            case CreateStandbyPod(
-                epoch=epoch, index=index, avoid_nodes=avoid, warm=warm, nodes=nodes
-            ):
-                pod = builder.standby_pod(job, epoch, index, self.build, avoid, warm, nodes)
-                self._create_pod(job, pod)
             case ObserveRecovery(
                 seconds=seconds, failure_class=failure_class, parts=parts, until=until
             ):
@@ -181,8 +196,8 @@ class Executor:
                 self._delete_job(job)
             case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
                 self._assign(job, epoch, nodes, ranks)
-            case PatchStatus() | EmitEvent():
-                pass  # written around the other actions (see `apply`)
+            case PatchStatus() | EmitEvent() | CreateNodePod() | CreateStandbyPod():
+                pass  # written around the other actions, pods in batches (see `apply`)
             case _:
                 assert_never(action)
 
@@ -329,41 +344,6 @@ class Executor:
         except ApiException as error:
             tolerate(error, 404)
 
-    def _emit(
-        self, job: TrainingJob, raw: Mapping[str, Any], event: JobEvent, now: datetime
-    ) -> None:
-        meta = raw.get("metadata", {})
-        body = {
-            "metadata": {
-                "generateName": event_name_prefix(job.metadata.name or ""),
-                "namespace": _ns(job),
-            },
-            "involvedObject": {
-                "apiVersion": raw.get("apiVersion"),
-                "kind": raw.get("kind"),
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-            },
-            "reason": event.reason,
-            "message": event.message[:1024],
-            "type": event.type,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.instance,
-            "firstTimestamp": now.isoformat(),
-            "lastTimestamp": now.isoformat(),
-            "count": 1,
-        }
-        try:
-            discard(
-                self.core.create_namespaced_event(_ns(job), cast(Any, body), _preload_content=False)
-            )
-        except ApiException as error:  # an event is a courtesy; never fail a reconcile for it
-            log.warning(
-                "could not emit event %s for %s: %s", event.reason, meta.get("name"), error.reason
-            )
-
 
 @dataclass(frozen=True)
 class JobExecutor(planner.Executor):
@@ -375,6 +355,18 @@ class JobExecutor(planner.Executor):
 
     def apply(self, plan: Plan, now: datetime) -> Applied:
         return self.cluster.apply(self.raw, self.job, plan, now)
+
+
+def _steps(actions: Sequence[Action]) -> list[list[Action]]:
+    """The plan's actions in order, a run of pod creations as one step (sent in batches)."""
+    steps: list[list[Action]] = []
+    for action in actions:
+        pod = isinstance(action, POD_CREATIONS)
+        if pod and steps and isinstance(steps[-1][0], POD_CREATIONS):
+            steps[-1].append(action)
+        else:
+            steps.append([action])
+    return steps
 
 
 def _ns(job: TrainingJob) -> str:

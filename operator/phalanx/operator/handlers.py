@@ -37,6 +37,8 @@ JobKey = tuple[str, str]
 CONFLICT_RETRY_SECONDS = 0.2
 STALE_WAIT_SECONDS = 1.0
 ERROR_RETRY_SECONDS = 2.0
+PACE_FLOOR_SECONDS = 0.02
+"""Reconciles shorter than this are not paced (`_pace`): every small job's."""
 FINALIZER = "phalanx.dev/operator"
 """kopf's finalizer on every job (its daemons require one): the job's loop stops before the job
 goes."""
@@ -83,6 +85,8 @@ class Reconciler:
         apart from the reconcile (as controller-runtime's workqueue does)."""
         self._stale_version: dict[JobKey, str] = {}
         self._refused: dict[JobKey, ChildRefusal] = {}
+        self._own: dict[JobKey, float] = {}
+        """Each job's last reconcile's own seconds (see `_pace`)."""
         self._node_health: dict[str, tuple[bool, str | None]] = {}
         self._placed: dict[str, set[JobKey]] = {}
         """Node name -> the jobs that had a pod on it."""
@@ -117,6 +121,10 @@ class Reconciler:
             if key in self._wakers:
                 self._wakers[key].set()
 
+    def own_seconds(self, key: JobKey) -> float:
+        """The job's last reconcile's own seconds (plan and execute, less the API server's)."""
+        return self._own.get(key, 0.0)
+
     def close(self) -> None:
         """The operator stopped: release the API threads."""
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -125,6 +133,7 @@ class Reconciler:
         self._wakers.pop(key, None)
         self._stale_version.pop(key, None)
         self._refused.pop(key, None)
+        self._own.pop(key, None)
         for jobs in self._placed.values():
             jobs.discard(key)
         self.metrics.forget(*key)
@@ -207,6 +216,7 @@ class Reconciler:
                 self.metrics.reconcile_part.labels("execute").observe(ended - began)
                 self.metrics.reconcile_part.labels("api").observe(api)
                 self.metrics.reconcile_part.labels("own").observe(ended - started - api)
+                self._own[key] = ended - started - api
 
         try:
             applied = await asyncio.get_running_loop().run_in_executor(self._pool, execute)
@@ -310,6 +320,7 @@ def register(
                 except Exception:  # an API hiccup must not stop the job's loop: retry soon
                     log.exception("reconcile of %s/%s failed; retrying", *key)
                     delay = ERROR_RETRY_SECONDS
+                await _pace(reconciler.own_seconds(key), delay, stopped)
                 await _wait(waker, stopped, delay)
         finally:
             reconciler.forget(key)
@@ -318,6 +329,19 @@ def register(
 def _finalized(meta: Mapping[str, Any]) -> bool:
     """Whether kopf's finalizer is on the job, or the job is going anyway."""
     return FINALIZER in (meta.get("finalizers") or ()) or bool(meta.get("deletionTimestamp"))
+
+
+async def _pace(took: float, delay: float, stopped: kopf.DaemonStopped) -> None:
+    """A job's reconciles take at most half of the operator's time: after one whose own work
+    (plan and execute, less the API server's answers) took `took` seconds, the next waits as
+    long, however soon an event comes (up to `delay`, the planner's own deadline). Why: a large
+    job's reconcile costs a fraction of a second (2 000 pods), and its pods' agents
+    acknowledging an epoch send thousands of events; reconciled back to back, the operator took
+    the CPU the API server needed to answer them. A small job's reconcile takes milliseconds,
+    and so does this wait."""
+    pause = min(took, delay)
+    if pause > PACE_FLOOR_SECONDS:
+        await stopped.wait(pause)
 
 
 async def _wait(waker: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:

@@ -48,6 +48,10 @@ class TimedApiClient(k8s.ApiClient):
         """Seconds this thread's requests have waited for their answers, all told."""
         return float(getattr(self._spent, "seconds", 0.0))
 
+    def count(self, seconds: float) -> None:
+        """This thread waited `seconds` for requests that other threads sent for it."""
+        self._spent.seconds = self.spent() + seconds
+
 
 def api_client(configuration: k8s.Configuration, threads: int) -> TimedApiClient:
     """A client for the executor, used from `threads` worker threads at once. Its connection

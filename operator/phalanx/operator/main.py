@@ -17,7 +17,7 @@ from aiohttp import web
 from kubernetes import client as k8s
 from prometheus_client import start_http_server
 
-from phalanx.operator import kube
+from phalanx.operator import kube, slow_start
 from phalanx.operator.builder.children import PODGROUP_GROUP
 from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION
 from phalanx.operator.execute import Executor
@@ -40,7 +40,7 @@ async def serve(
     election, only while this replica holds the leader Lease: False when it lost it."""
     metrics = metrics or OperatorMetrics()
     configuration = kube.load_configuration(settings.kubeconfig)
-    client = kube.api_client(configuration, settings.api_workers)
+    client = kube.api_client(configuration, settings.api_workers + slow_start.MAX_IN_FLIGHT)
 
     def stopped() -> bool:
         return stop_flag is not None and stop_flag.is_set()

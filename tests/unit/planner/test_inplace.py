@@ -129,6 +129,39 @@ def test_an_agent_that_does_not_take_its_new_epoch_is_replaced() -> None:
     assert "j-1-3" in plan.of_type(DeletePods)[0].names
 
 
+def test_pods_not_yet_heard_in_an_epoch_carry_over_into_the_next() -> None:
+    """On a large job the acknowledgements of epoch 2 are still on their way when a worker
+    fails in it: the pods whose agents have not yet started epoch 2 (not overdue) keep running
+    into epoch 3 rather than being replaced."""
+    j, gang = restarted_by_a_collective_failure(PlannerConfig())
+    heard = agents(1, 2, running_epoch=2)
+    heard[0] = replace(heard[0], agent=report(heard[0].name, "failed", 2, exitCode=137,
+                                              message="worker rank 0 killed"))  # fmt: skip
+    j, plan = step(j, Observed(pods=(*heard, *gang[2:])), at(21))
+    assert j.status is not None
+    assert j.status.epoch == 3
+    assert j.status.current.ranks == {f"j-1-{r}": r for r in range(4)}
+    assert not plan.of_type(CreateNodePod), "no pod replaced"
+    assert not plan.of_type(DeletePods)
+
+
+def test_no_pod_is_late_while_the_others_acknowledgements_still_arrive() -> None:
+    """Past the ack timeout, an agent still silent is not replaced while its peers' starts keep
+    coming in (a large job's fan-out under way); once they stop for the settle time, it is."""
+    config = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
+    j, gang = restarted_by_a_collective_failure(config)  # epoch 2 began at t=20
+    arriving = [*started_epoch_2(at(29.5), missing=3), gang[3]]
+    j, plan = step(j, Observed(pods=tuple(arriving)), at(30.5), config)
+    assert j.status is not None
+    assert j.status.epoch == 2, "an acknowledgement came 1 s ago: the fan-out is under way"
+    assert plan.requeue_after == 1.0
+    j, plan = step(j, Observed(pods=tuple(arriving)), at(31.5), config)
+    assert j.status is not None
+    assert j.status.epoch == 3
+    assert j.status.failures[-1].reason == "AgentUnresponsive"
+    assert j.status.failures[-1].pod == "j-1-3"
+
+
 def test_a_new_pod_rendezvouses_at_a_carried_rank_0() -> None:
     j = running()
     gang = agents(1, 4)

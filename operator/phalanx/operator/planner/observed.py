@@ -60,6 +60,9 @@ class PodView:
     """A standby pod that runs the job's agent (a hot spare); a cold one only holds capacity."""
     reported_failure: bool = False
     """Its agent reported that the workers of the pod's epoch failed (the pod itself runs on)."""
+    awaiting_start: bool = False
+    """Carried into the current epoch, running, and its agent has not yet said it started the
+    epoch (`inplace.effective` shows it Pending meanwhile)."""
 
     @property
     def scheduled(self) -> bool:
