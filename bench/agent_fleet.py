@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from kubernetes import client as k8s
@@ -38,7 +39,7 @@ from phalanx.agent.kubeapi import KubeAPI
 from phalanx.agent.lease_channel import LeaseReports, parse
 from phalanx.agent.wire import Assignment, Report
 from phalanx.models import labels
-from phalanx.models.names import lease_name
+from phalanx.models.names import assignment_lease_name, lease_name
 from phalanx.models.vocabulary import AgentPhase
 
 THREADS = 64
@@ -109,14 +110,17 @@ class AgentFleet:
     _order: itertools.count[int] = field(default_factory=itertools.count)
     _timer: threading.Condition = field(default_factory=threading.Condition)
 
-    def start(self) -> AgentFleet:
+    def start(self, jobs: list[str]) -> AgentFleet:
+        """Play the agents of `jobs`' pods: each job's assignment Lease followed by name, as
+        every agent follows it (a watch of all Leases would also bring the reports)."""
         core, leases = k8s.CoreV1Api(self.api), k8s.CoordinationV1Api(self.api)
         selector = f"{labels.ROLE}={labels.ROLE_NODE}"
         watches: list[tuple[Callable[..., Any], Callable[[str, dict[str, Any]], None]]] = [
             (lambda **kw: core.list_namespaced_pod(self.namespace, label_selector=selector, **kw),
              self._on_pod),
-            (lambda **kw: leases.list_namespaced_lease(self.namespace, label_selector=labels.JOB,
-                                                       **kw), self._on_lease),
+            *((partial(leases.list_namespaced_lease, self.namespace,
+                       field_selector=f"metadata.name={assignment_lease_name(job)}"),
+               self._on_lease) for job in jobs),
         ]  # fmt: skip
         for call, handler in watches:
             threading.Thread(target=self._watch, args=(call, handler), daemon=True).start()

@@ -67,7 +67,7 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
                 custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
                     training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1))  # fmt: skip
                 fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
-                                   NAMESPACE).start()  # fmt: skip
+                                   NAMESPACE).start([JOB])  # fmt: skip
                 wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",
                            interval=0.2)  # fmt: skip
                 created = tally.nth_created(pods) - started

@@ -6,7 +6,6 @@ reconcile), and these functions reduce each object to what the planner needs whe
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
@@ -261,9 +260,7 @@ def with_reports(
     pods: tuple[PodView, ...], reports: Mapping[str, AgentReport]
 ) -> tuple[PodView, ...]:
     """Pod views with their agent's report, for pods whose agent follows assignments."""
-    return tuple(
-        dataclasses.replace(p, agent=reports[p.name]) if p.name in reports else p for p in pods
-    )
+    return tuple(p.but(agent=reports[p.name]) if p.name in reports else p for p in pods)
 
 
 def heartbeat(lease: Body) -> Heartbeat | None:

@@ -25,13 +25,11 @@ def effective(observed: Observed, epoch: int, nodes: int, current: EpochState) -
     pods = []
     for pod in observed.pods:
         if pod.name in current.ranks:
-            pod = dataclasses.replace(
-                pod, epoch=epoch, rank=current.ranks[pod.name], role="node", epoch_nodes=nodes
-            )
+            pod = pod.but(epoch=epoch, rank=current.ranks[pod.name], role="node", epoch_nodes=nodes)
             if pod.phase == "Running" and not _acknowledged(pod):
-                pod = dataclasses.replace(pod, phase="Pending", awaiting_start=True)
+                pod = pod.but(phase="Pending", awaiting_start=True)
         elif pod.name in current.standbys:
-            pod = dataclasses.replace(pod, epoch=epoch, rank=current.standbys[pod.name])
+            pod = pod.but(epoch=epoch, rank=current.standbys[pod.name])
         pods.append(_with_reported_failure(pod))
     return dataclasses.replace(observed, pods=tuple(pods))
 
