@@ -13,6 +13,7 @@ report on its report Leases as the agent does. Measured:
 - the operator's requests in the restart (audit log) and its peak RSS.
 
 Usage: python -m bench.large_job [--pods 2000] [--no-baseline] [--json large.json]
+                                 [--out large.md] [--profile restart.raw]
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from bench import baselines, kwok
+from bench import baselines, kwok, report_largejob
 from bench.agent_fleet import Acknowledged, AgentFleet, KeptAliveAPI
 from bench.audit import audit_args, requests_between
 from bench.controlplane import NAMESPACE, PODS_PER_NODE, metrics_up, profiler, start_operator
@@ -163,6 +164,7 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the Indexed Job of as many completions")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the figures here, as JSON")
+    parser.add_argument("--out", type=Path, help="and a Markdown table here")
     parser.add_argument("--profile", type=Path,
                         help="sample the operator through the restart (py-spy) into this file")  # fmt: skip
     args = parser.parse_args()
@@ -173,6 +175,8 @@ def main() -> int:
     print(json.dumps(figures, indent=1))
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=1))
+    if args.out is not None:
+        args.out.write_text("\n".join(report_largejob.section(figures)))
     return 0
 
 

@@ -19,6 +19,7 @@ from bench import (
     kind_figures,
     kind_scheduling,
     readme_table,
+    report_largejob,
     report_snapshot,
     stats,
     targets,
@@ -370,6 +371,8 @@ def render(results: Figures, out: Path) -> str:
         controlplane_plot(series, img / "controlplane.png")
         lines += _controlplane_section(series)
         lines += ["", "![control-plane latency vs jobs](img/controlplane.png)", ""]
+    if "large_job" in results:
+        lines += report_largejob.section(results["large_job"])
     if "api" in results:
         lines += ["## API service: reads from its watch cache beside reads of the same jobs from the kube API",
                   "", f"{results['api']['jobs']} TrainingJobs, the same caller on both sides, on "

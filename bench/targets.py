@@ -279,8 +279,8 @@ CHECKERS: dict[str, Checker] = {
     "fsdp-node-lost-from-peer": _fsdp_node_lost,
     **CONTROLPLANE_CHECKERS,
 }
-"""Targets without a checker here (a 2 000-pod fan-out, the GPU overhead) have no benchmark yet:
-they read "not measured"."""
+"""Targets without a checker here (the GPU overhead) have no benchmark yet: they read "not
+measured"."""
 
 
 def checks(results: Figures, kind: KindRecords | None = None,

@@ -13,6 +13,7 @@ RECONCILE_TOP_BUCKET = float(RECONCILE_BUCKETS[-1])
 """The last finite bucket of the operator's reconcile histograms: a quantile past it reads as
 this value, so it means "at least"."""
 PODS_TARGET = 8000
+LARGE_JOB_PODS = 2000
 
 
 def reconcile_latency(seconds: float) -> str:
@@ -105,6 +106,35 @@ def _storm(results: Figures, _: KindRecords) -> list[Measured]:
                      f"{last['jobs']} jobs", _at_jobs(p99 <= 10.0, last))]  # fmt: skip
 
 
+def _large_job(results: Figures) -> Figures | None:
+    found = results.get("large_job")
+    return found if found is not None and found["pods"] >= LARGE_JOB_PODS else None
+
+
+def _large_job_created(results: Figures, _: KindRecords) -> list[Measured]:
+    large = _large_job(results)
+    if large is None or "baseline" not in large:
+        return []
+    theirs = large["baseline"]["all_created"]
+    return [Measured(f"{large['all_created']:.1f} s vs {theirs:.1f} s "
+                     f"({large['created_ratio']:.2f}x) for {large['pods']} pods",
+                     large["created_ratio"] <= 1.25)]  # fmt: skip
+
+
+def _fan_out(results: Figures, _: KindRecords) -> list[Measured]:
+    large = _large_job(results)
+    if large is None:
+        return []
+    ack, fan_out = large["acknowledged"], large["fan_out"]
+    if fan_out is None:
+        return [Measured(f"not complete: {ack['acknowledged']} of {ack['pods']} acknowledged",
+                         False)]  # fmt: skip
+    return [Measured(f"{fan_out:.1f} s (p50 {ack['p50']:.1f} s) for {large['pods']} simulated "
+                     f"agents; job Running again {large['restart_running_again']:.1f} s after "
+                     f"the failure, {large['restart_new_pods']} pods replaced",
+                     fan_out <= 5.0)]  # fmt: skip
+
+
 CONTROLPLANE_CHECKERS: dict[str, Checker] = {
     "pods-created": _pods_created,
     "pods-created-vs-job-controller": _pods_created_vs("kube Job controller", 1.25),
@@ -113,4 +143,6 @@ CONTROLPLANE_CHECKERS: dict[str, Checker] = {
     "operator-rss": _operator_rss,
     "conflicts": _conflicts,
     "storm-p99": _storm,
+    "largejob-created-vs-job-controller": _large_job_created,
+    "fanout-2000": _fan_out,
 }

@@ -16,7 +16,7 @@ from typing import Any
 from bench.targets import CHECKERS, Check, checks, load, table
 
 ROOT = Path(__file__).resolve().parents[2]
-UNCHECKED = {"fanout-2000", "agent-overhead"}
+UNCHECKED = {"agent-overhead"}
 """Targets no benchmark measures yet: they must read "not measured", not be missing."""
 
 
@@ -144,6 +144,22 @@ def test_controlplane_targets_read_the_largest_count_and_rss_in_megabytes() -> N
     assert (p99.measured, p99.met) == (">= 30000 ms (past the last bucket) at 1000 jobs", False)
     found = by_id({"controlplane": {"series": [small]}})  # 80 pods: not the target's 8 000
     assert found["pods-created"] == [False]
+
+
+def test_large_job_targets_need_2000_pods_and_hold_at_their_limits() -> None:
+    large = {"pods": 2000, "all_created": 12.5, "created_ratio": 1.25,
+             "baseline": {"all_created": 10.0}, "fan_out": 5.0,
+             "acknowledged": {"pods": 2000, "acknowledged": 2000, "p50": 2.0},
+             "restart_running_again": 6.0, "restart_new_pods": 0}  # fmt: skip
+    keys = ("largejob-created-vs-job-controller", "fanout-2000")
+    assert [by_id({"large_job": large})[k] for k in keys] == [[True], [True]]
+    past = large | {"created_ratio": 1.26, "fan_out": 5.1}
+    assert [by_id({"large_job": past})[k] for k in keys] == [[False], [False]]
+    unfinished = large | {"fan_out": None,
+                          "acknowledged": {"pods": 2000, "acknowledged": 1500}}  # fmt: skip
+    assert by_id({"large_job": unfinished})["fanout-2000"] == [False]
+    small = large | {"pods": 200}  # the quick mode's job: not the target's size
+    assert [by_id({"large_job": small})[k] for k in keys] == [[None], [None]]
 
 
 def kind(case: str, **figures: Any) -> dict[str, Any]:
