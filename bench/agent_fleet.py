@@ -35,6 +35,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from bench.tally import follow
 from phalanx.agent.kubeapi import KubeAPI
 from phalanx.agent.lease_channel import LeaseReports, parse
 from phalanx.agent.wire import Assignment, Report
@@ -123,7 +124,7 @@ class AgentFleet:
                self._on_lease) for job in jobs),
         ]  # fmt: skip
         for call, handler in watches:
-            threading.Thread(target=self._watch, args=(call, handler), daemon=True).start()
+            threading.Thread(target=follow, args=(call, handler, self.stopped), daemon=True).start()
         threading.Thread(target=self._run_due, daemon=True).start()
         return self
 
@@ -248,20 +249,3 @@ class AgentFleet:
                     continue
                 _, _, work = heapq.heappop(self._due)
             self._submit(work)
-
-    def _watch(self, call: Callable[..., Any], handler: Callable[[str, dict[str, Any]], None]) -> None:  # fmt: skip
-        version = ""
-        while not self.stopped.is_set():
-            try:
-                response = call(watch=True, resource_version=version, timeout_seconds=600,
-                                allow_watch_bookmarks=True, _preload_content=False)  # fmt: skip
-                for line in response:
-                    event = json.loads(line)
-                    version = event["object"]["metadata"].get("resourceVersion", version)
-                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                        handler(event["type"], event["object"])
-                    elif event["type"] == "ERROR":
-                        version = ""
-                        break
-            except Exception:  # the API server stopped at the end of the run
-                return

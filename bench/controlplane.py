@@ -35,6 +35,7 @@ against the number of jobs); the Markdown table shows the largest.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -45,7 +46,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -135,18 +138,39 @@ def profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
-def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None) -> dict[str, Any]:
-    """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures."""
+@dataclass
+class Bench:
+    """A fresh API server with the audit log, kube-scheduler and kwok nodes, and a tally of the
+    bench namespace's node pods and jobs."""
+
+    plane: ControlPlane
+    tmp: Path
+    api: k8s.ApiClient
+    core: k8s.CoreV1Api
+    custom: k8s.CustomObjectsApi
+    tally: Tally
+
+
+@contextlib.contextmanager
+def kwok_bench(pods: int) -> Iterator[Bench]:
+    """The cluster for `pods` node pods (kwok nodes of `PODS_PER_NODE`, one more node's worth
+    spare), until the block ends."""
     with tempfile.TemporaryDirectory() as tmp, \
          running_control_plane(Path(tmp), audit_args(Path(tmp))) as plane:  # fmt: skip
         api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
         core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
         core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
         with kwok.scheduler_and_kwok(plane, Path(tmp)):
-            kwok.add_nodes(core, -(-jobs * nodes // PODS_PER_NODE) + PODS_PER_NODE)
+            kwok.add_nodes(core, -(-pods // PODS_PER_NODE) + PODS_PER_NODE)
             tally = Tally()
             start_watches(api, NAMESPACE, tally, "phalanx.dev/role=node")
-            return _run(plane, Path(tmp), core, custom, tally, jobs, nodes, storm, profile)
+            yield Bench(plane, Path(tmp), api, core, custom, tally)
+
+
+def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None) -> dict[str, Any]:
+    """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures."""
+    with kwok_bench(jobs * nodes) as b:
+        return _run(b.plane, b.tmp, b.core, b.custom, b.tally, jobs, nodes, storm, profile)
 
 
 def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi,

@@ -23,26 +23,24 @@ import contextlib
 import json
 import os
 import signal
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
-from bench import baselines, kwok, report_largejob
+from bench import baselines, report_largejob
 from bench.agent_fleet import Acknowledged, AgentFleet, KeptAliveAPI
-from bench.audit import audit_args, requests_between
-from bench.controlplane import NAMESPACE, PODS_PER_NODE, metrics_up, profiler, start_operator
+from bench.audit import requests_between
+from bench.controlplane import NAMESPACE, kwok_bench, metrics_up, profiler, start_operator
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
 from bench.stats import quantile
-from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
+from bench.tally import GROUP, PLURAL, VERSION
 from phalanx.models.names import node_pod_name, service_account_name
 from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import running_control_plane, wait_until
+from tests.support.controlplane import wait_until
 
 JOB = "large"
 WAIT_SECONDS = 600
@@ -51,67 +49,65 @@ WAIT_SECONDS = 600
 def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
     """A job of `pods` node pods on a fresh API server: creation and an in-place restart (with
     `profile`, the operator sampled by py-spy through the restart, into that file)."""
-    with tempfile.TemporaryDirectory() as tmp, \
-         running_control_plane(Path(tmp), audit_args(Path(tmp))) as plane:  # fmt: skip
-        api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
-        core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
-        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
-        with kwok.scheduler_and_kwok(plane, Path(tmp)):
-            kwok.add_nodes(core, -(-pods // PODS_PER_NODE) + PODS_PER_NODE)
-            tally = Tally()
-            start_watches(api, NAMESPACE, tally, "phalanx.dev/role=node")
-            operator, port = start_operator(plane, Path(tmp))
-            fleet: AgentFleet | None = None
-            try:
-                wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
-                started, wall_started = time.monotonic(), time.time()
-                custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
-                    training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1))  # fmt: skip
-                fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
-                                   NAMESPACE).start([JOB])  # fmt: skip
-                wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",
-                           interval=0.2)  # fmt: skip
-                created = tally.nth_created(pods) - started
-                wait_until(lambda: len(tally.running) >= pods, WAIT_SECONDS,
-                           f"{pods} pods Running", interval=0.2)  # fmt: skip
-                with tally.lock:
-                    pods_running = sorted(tally.running.values())[pods - 1] - started
-                wait_until(lambda: tally.jobs_running({JOB}) == 1, WAIT_SECONDS,
-                           "the job Running", interval=0.2)  # fmt: skip
-                job_running = time.monotonic() - started
-                epoch = tally.jobs[JOB][1]
-                wait_until(lambda: _settled(fleet, pods), WAIT_SECONDS,
-                           "every agent training", interval=0.2)  # fmt: skip
-                spy = profiler(operator.pid, profile) if profile is not None else None
-                processes = {"operator": operator.pid, "etcd": plane.pids[0],
-                             "kube-apiserver": plane.pids[1], "bench and fleet": os.getpid()}  # fmt: skip
-                cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
-                wall_failed, failed = time.time(), time.monotonic()
-                fleet.fail(node_pod_name(JOB, epoch, pods // 2))
-                wait_until(lambda: tally.jobs_running({JOB}, {JOB: epoch}) == 1, WAIT_SECONDS,
-                           "the job Running again in place", interval=0.2)  # fmt: skip
-                running_again = (tally.running_again(JOB, epoch) or time.monotonic()) - failed
-                first = fleet.acknowledged[(JOB, epoch + 1)]
-                with contextlib.suppress(TimeoutError):  # reported as it is: the pods that did
-                    wait_until(lambda: first.fan_out is not None, 30, "every acknowledgement")
-                restart_cpu = {name: cpu_seconds(pid) - cpu_before[name]
-                               for name, pid in processes.items()}  # fmt: skip
-                if spy is not None:
-                    spy.send_signal(signal.SIGINT)  # it writes what it sampled, and ends
-                    spy.wait(timeout=60)
-                replaced = sum(
-                    1 for name in tally.created if not name.startswith(f"{JOB}-{epoch}-")
-                )
-                status = custom.get_namespaced_custom_object(
-                    GROUP, VERSION, NAMESPACE, PLURAL, JOB
-                )["status"]
-                in_restart = requests_between(Path(tmp), wall_failed, time.time())
-                rss = peak_rss_mib(operator.pid)
-            finally:
-                if fleet is not None:
-                    fleet.stop()
-                operator.kill()
-                operator.wait()
+    with kwok_bench(pods) as bench:
+        plane, tmp, api, core, custom, tally = (
+            bench.plane,
+            bench.tmp,
+            bench.api,
+            bench.core,
+            bench.custom,
+            bench.tally,
+        )
+        operator, port = start_operator(plane, Path(tmp))
+        fleet: AgentFleet | None = None
+        try:
+            wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
+            started, wall_started = time.monotonic(), time.time()
+            custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
+                training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1))  # fmt: skip
+            fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
+                               NAMESPACE).start([JOB])  # fmt: skip
+            wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",
+                       interval=0.2)  # fmt: skip
+            created = tally.nth_created(pods) - started
+            wait_until(lambda: len(tally.running) >= pods, WAIT_SECONDS,
+                       f"{pods} pods Running", interval=0.2)  # fmt: skip
+            with tally.lock:
+                pods_running = sorted(tally.running.values())[pods - 1] - started
+            wait_until(lambda: tally.jobs_running({JOB}) == 1, WAIT_SECONDS,
+                       "the job Running", interval=0.2)  # fmt: skip
+            job_running = time.monotonic() - started
+            epoch = tally.jobs[JOB][1]
+            wait_until(lambda: _settled(fleet, pods), WAIT_SECONDS,
+                       "every agent training", interval=0.2)  # fmt: skip
+            spy = profiler(operator.pid, profile) if profile is not None else None
+            processes = {"operator": operator.pid, "etcd": plane.pids[0],
+                         "kube-apiserver": plane.pids[1], "bench and fleet": os.getpid()}  # fmt: skip
+            cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+            wall_failed, failed = time.time(), time.monotonic()
+            fleet.fail(node_pod_name(JOB, epoch, pods // 2))
+            wait_until(lambda: tally.jobs_running({JOB}, {JOB: epoch}) == 1, WAIT_SECONDS,
+                       "the job Running again in place", interval=0.2)  # fmt: skip
+            running_again = (tally.running_again(JOB, epoch) or time.monotonic()) - failed
+            first = fleet.acknowledged[(JOB, epoch + 1)]
+            with contextlib.suppress(TimeoutError):  # reported as it is: the pods that did
+                wait_until(lambda: first.fan_out is not None, 30, "every acknowledgement")
+            restart_cpu = {name: cpu_seconds(pid) - cpu_before[name]
+                           for name, pid in processes.items()}  # fmt: skip
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # it writes what it sampled, and ends
+                spy.wait(timeout=60)
+            replaced = sum(1 for name in tally.created if not name.startswith(f"{JOB}-{epoch}-"))
+            status = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, JOB)[
+                "status"
+            ]
+            in_restart = requests_between(Path(tmp), wall_failed, time.time())
+            rss = peak_rss_mib(operator.pid)
+        finally:
+            if fleet is not None:
+                fleet.stop()
+            operator.kill()
+            operator.wait()
         scale_up = requests_between(Path(tmp), wall_started, wall_failed)
     return {
         "pods": pods, "all_created": created, "all_running": pods_running,

@@ -113,12 +113,15 @@ def start_watches(
 
     watches = [(pods, tally.on_pod), *([(jobs, tally.on_job)] if trainingjobs else [])]
     for call, handler in watches:
-        threading.Thread(target=_watch, args=(call, handler), daemon=True).start()
+        threading.Thread(target=follow, args=(call, handler), daemon=True).start()
 
 
-def _watch(call: Callable[..., Any], handler: Callable[[str, dict[str, Any]], None]) -> None:
+def follow(call: Callable[..., Any], handler: Callable[[str, dict[str, Any]], None],
+           stopped: threading.Event | None = None) -> None:  # fmt: skip
+    """Feed `handler` each event of the watch `call` makes, resumed where it stopped, until the
+    API server goes away (or `stopped` is set)."""
     version = ""
-    while True:
+    while stopped is None or not stopped.is_set():
         try:
             response = call(watch=True, resource_version=version, allow_watch_bookmarks=True,
                             timeout_seconds=600, _preload_content=False)  # fmt: skip
