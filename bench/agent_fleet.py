@@ -9,8 +9,8 @@ not name reports `standby`. Reports are the agent's `wire.Report`, written as th
 `LeaseReports` writes them (a merge patch of its own annotation, on its report shard). A pod
 starts its own epoch (from its labels, as the agent from its env) when kwok runs it.
 
-What differs, and why: one process plays every agent. It follows all the job's assignments with
-one watch instead of one per pod, and writes from a pool of threads that keep their connection
+What differs, and why: one process plays every agent. It follows each job's assignment Lease
+with one watch (by name, as an agent does) instead of one per pod, and writes from a pool of threads that keep their connection
 to the API server, where each agent opens one per request (2 000 TLS handshakes a restart would
 cost this 2-core machine's client side seconds that real pods spend on their own CPUs; the API
 server's side of them is spared too, which the report says). Between `starting` and `training`

@@ -122,8 +122,9 @@ class Reconciler:
                 self._wakers[key].set()
 
     def own_seconds(self, key: JobKey) -> float:
-        """The job's last reconcile's own seconds (plan and execute, less the API server's)."""
-        return self._own.get(key, 0.0)
+        """The own seconds (plan and execute, less the API server's) of the job's reconcile
+        since this was last asked; 0 for one that returned before planning."""
+        return self._own.pop(key, 0.0)
 
     def close(self) -> None:
         """The operator stopped: release the API threads."""

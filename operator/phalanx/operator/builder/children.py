@@ -1,7 +1,7 @@
 """The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases
 (and, past `REPORTS_PER_LEASE` pods, more Leases for the agents' reports), the ServiceAccount +
-Role + RoleBinding that let its pods update the first and read the second, and nothing else,
-and the PodDisruptionBudget of its node pods."""
+Role + RoleBinding that let its pods update the heartbeat and report Leases and read the
+assignment Lease, and nothing else, and the PodDisruptionBudget of its node pods."""
 
 from __future__ import annotations
 

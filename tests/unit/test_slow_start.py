@@ -1,0 +1,46 @@
+"""`slow_start.run`: a plan's pod creates in batches of 1, 2, 4..., the first failure stopping
+the rest, on a real thread pool."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from phalanx.operator import slow_start
+
+
+def recording(ran: list[int], lock: threading.Lock, fail_at: int | None = None):  # type: ignore[no-untyped-def]
+    def call(index: int) -> None:
+        with lock:
+            ran.append(index)
+        if index == fail_at:
+            raise RuntimeError(f"create {index} refused")
+
+    return [lambda i=i: call(i) for i in range(20)]
+
+
+def test_every_call_runs_and_each_batch_of_several_is_waited_for() -> None:
+    ran: list[int] = []
+    waits: list[float] = []
+    with ThreadPoolExecutor(8) as pool:
+        slow_start.run(recording(ran, threading.Lock())[:10], pool, waits.append)
+    assert sorted(ran) == list(range(10))
+    assert len(waits) == 3, "batches 1 (on the caller's thread), 2, 4, 3"
+
+
+def test_the_first_failure_stops_the_batches_after_its_own() -> None:
+    ran: list[int] = []
+    with ThreadPoolExecutor(8) as pool, pytest.raises(RuntimeError, match="create 4 refused"):
+        slow_start.run(recording(ran, threading.Lock(), fail_at=4), pool)
+    assert sorted(ran) == list(range(7)), "its batch (3 to 6) finished; 7 and after never sent"
+
+
+def test_batches_stop_doubling_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slow_start, "MAX_IN_FLIGHT", 2)
+    sizes: list[int] = []
+    calls = [lambda: None] * 7
+    with ThreadPoolExecutor(8) as pool:
+        slow_start.run(calls, pool, lambda _: sizes.append(1))
+    assert len(sizes) == 3, "1 inline, then batches of 2, 2, 2"
