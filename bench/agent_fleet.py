@@ -48,6 +48,10 @@ TRAINING_AFTER_SECONDS = 1.0
 """How long after acknowledging an epoch a simulated agent says its workers train."""
 
 
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
 class KeptAliveAPI(KubeAPI):
     """The agent's client with one kept-alive connection per thread (see the module's why)."""
 
@@ -111,17 +115,27 @@ class AgentFleet:
     _order: itertools.count[int] = field(default_factory=itertools.count)
     _timer: threading.Condition = field(default_factory=threading.Condition)
 
-    def start(self, jobs: list[str]) -> AgentFleet:
-        """Play the agents of `jobs`' pods: each job's assignment Lease followed by name, as
-        every agent follows it (a watch of all Leases would also bring the reports)."""
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """When the fleet began: a pod running since before then has been training a while."""
+
+    def start(self, jobs: list[str] | None = None) -> AgentFleet:
+        """Play the agents of every node pod in the namespace. With `jobs`, each job's
+        assignment Lease is followed by name, as every agent follows it; without, one watch of
+        all the jobs' Leases serves (a thousand jobs would need a thousand watches), and brings
+        the reports too, which the fleet skips."""
         core, leases = k8s.CoreV1Api(self.api), k8s.CoordinationV1Api(self.api)
         selector = f"{labels.ROLE}={labels.ROLE_NODE}"
+        assignments = (
+            [partial(leases.list_namespaced_lease, self.namespace, label_selector=labels.JOB)]
+            if jobs is None
+            else [partial(leases.list_namespaced_lease, self.namespace,
+                          field_selector=f"metadata.name={assignment_lease_name(job)}")
+                  for job in jobs]
+        )  # fmt: skip
         watches: list[tuple[Callable[..., Any], Callable[[str, dict[str, Any]], None]]] = [
             (lambda **kw: core.list_namespaced_pod(self.namespace, label_selector=selector, **kw),
              self._on_pod),
-            *((partial(leases.list_namespaced_lease, self.namespace,
-                       field_selector=f"metadata.name={assignment_lease_name(job)}"),
-               self._on_lease) for job in jobs),
+            *((call, self._on_lease) for call in assignments),
         ]  # fmt: skip
         for call, handler in watches:
             threading.Thread(target=follow, args=(call, handler, self.stopped), daemon=True).start()
@@ -157,7 +171,9 @@ class AgentFleet:
             assignment = self.assignments.get(job)
         if assignment is not None and assignment.epoch > epoch and name in assignment.ranks:
             epoch = assignment.epoch  # started after its epoch was replaced: joins the newest
-        self._begin(job, name, epoch, None)
+        started = (pod.get("status") or {}).get("startTime")
+        earlier = started is not None and _time(started) < self.started_at
+        self._begin(job, name, epoch, None, training=earlier)
 
     def _on_lease(self, kind: str, lease: dict[str, Any]) -> None:
         assignment = parse(lease) if kind != "DELETED" else None
@@ -179,11 +195,17 @@ class AgentFleet:
             else:
                 self._write(job, Report(pod, "standby", datetime.now(UTC), assignment.epoch))
 
-    def _begin(self, job: str, pod: str, epoch: int, key: tuple[str, int] | None) -> None:
+    def _begin(self, job: str, pod: str, epoch: int, key: tuple[str, int] | None,
+               training: bool = False) -> None:  # fmt: skip
+        """The pod's agent starts `epoch`: it acknowledges, then trains. A pod that ran before
+        the fleet began (`training`) says at once what its agent would say by now: training."""
         with self.lock:
             if self.epochs.get(pod, -1) >= epoch:
                 return
             self.epochs[pod] = epoch
+        if training:
+            self._submit(lambda: self._report(job, pod, epoch, "training", datetime.now(UTC)))
+            return
 
         def acknowledge() -> None:
             since = datetime.now(UTC)

@@ -21,12 +21,18 @@ from tests.support.controlplane import ControlPlane
 
 AUDIT_USER = "phalanx-operator"
 TOKEN = "phalanx-bench-operator-token"
+AGENTS_TOKEN = "phalanx-bench-agents-token"
+"""The simulated agents' identity (`bench.agent_fleet`) where one fleet plays many jobs' pods:
+an identity apart, so the audit log counts the operator's requests alone."""
 """The operator's bearer token on the benchmark's own loopback API server, for one run."""
 
 
 def audit_args(workdir: Path) -> tuple[str, ...]:
     """kube-apiserver flags: the operator's token, and an audit log of its requests."""
-    (workdir / "tokens.csv").write_text(f'{TOKEN},{AUDIT_USER},{AUDIT_USER},"system:masters"\n')
+    (workdir / "tokens.csv").write_text(
+        f'{TOKEN},{AUDIT_USER},{AUDIT_USER},"system:masters"\n'
+        f'{AGENTS_TOKEN},phalanx-bench-agents,phalanx-bench-agents,"system:masters"\n'
+    )
     (workdir / "audit-policy.yaml").write_text(
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
         # kopf's patches of jobs with their answers: a refused one's cause is in its body

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,7 +58,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from bench import baselines, kwok
-from bench.audit import AUDIT_USER, audit_args, operator_kubeconfig, requests_between
+from bench.agent_fleet import AgentFleet, KeptAliveAPI
+from bench.audit import AGENTS_TOKEN, AUDIT_USER, audit_args, operator_kubeconfig, requests_between
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
 from bench.stats import quantile
@@ -167,15 +169,22 @@ def kwok_bench(pods: int) -> Iterator[Bench]:
             yield Bench(plane, Path(tmp), api, core, custom, tally)
 
 
-def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None) -> dict[str, Any]:
-    """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures."""
+def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None,
+            agents: bool = False) -> dict[str, Any]:  # fmt: skip
+    """`jobs` TrainingJobs of `nodes` node pods each, on a fresh API server: the figures (with
+    `agents`, simulated agents report for every pod once all jobs run: the storm's survivors
+    then restart in place, as the agent's pods do on a cluster)."""
     with kwok_bench(jobs * nodes) as b:
-        return _run(b.plane, b.tmp, b.core, b.custom, b.tally, jobs, nodes, storm, profile)
+        return _run(b.plane, b.tmp, b.core, b.custom, b.tally, jobs, nodes, storm, profile,
+                    agents)  # fmt: skip
 
 
 def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi,
-         tally: Tally, jobs: int, nodes: int, storm: int, profile: Path | None) -> dict[str, Any]:  # fmt: skip
+         tally: Tally, jobs: int, nodes: int, storm: int, profile: Path | None,
+         agents: bool = False) -> dict[str, Any]:  # fmt: skip
     operator, port = start_operator(plane, tmp)
+    fleet: AgentFleet | None = None
+    agents_settled = None
     spy = profiler(operator.pid, profile) if profile is not None else None
     others = {"etcd": plane.pids[0], "kube-apiserver": plane.pids[1],
               "kube-controller-manager": plane.pids[2]} | {
@@ -198,6 +207,13 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         all_created = tally.nth_created(expected) - started
         wait_until(lambda: tally.jobs_running() == jobs, 900, "all jobs Running", interval=0.2)
         all_running = time.monotonic() - started
+        if agents:  # from now on, as on a cluster, every pod's agent answers (not timed above)
+            fleet = AgentFleet(core.api_client, KeptAliveAPI(
+                plane.server, token=AGENTS_TOKEN, ca_file=plane.pki.ca_cert), NAMESPACE).start()  # fmt: skip
+            reported = time.monotonic()
+            wait_until(lambda: len(fleet.epochs) >= expected and fleet.idle(), 900,
+                       "every pod's agent reporting", interval=0.2)  # fmt: skip
+            agents_settled = time.monotonic() - reported
         before_storm, wall_storm = scrape(port), time.time()
         lost, hit = storm_nodes(tally, min(storm, jobs))
         epochs = {name: tally.jobs[name][1] for name in hit}
@@ -209,10 +225,13 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         per_job = [cast(float, tally.running_again(name, epochs[name])) - storm_started
                    for name in hit]  # fmt: skip
         after, wall_end = scrape(port), time.time()
+        storm_failures = _failures(custom, hit, epochs)
         cpu = {name: cpu_seconds(pid) - cpu_before[name]
                for name, pid in {**others, "operator": operator.pid}.items()}  # fmt: skip
         rss = peak_rss_mib(operator.pid)
     finally:
+        if fleet is not None:
+            fleet.stop()
         operator.kill()
         operator.wait()
         if spy is not None:
@@ -234,12 +253,30 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"], "api_refused": scale_up["refused"], "api_server_p50": scale_up["p50"], "api_server_p99": scale_up["p99"],
         "storm_nodes": len(lost), "storm_jobs": len(hit), "storm_recovered": storm_recovered,
         "storm_job_p50": quantile(per_job, 0.5), "storm_job_p99": quantile(per_job, 0.99),
-        "storm_reconciles": storm_reconciles,
+        "storm_reconciles": storm_reconciles, "storm_failures": storm_failures,
         "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
         "storm_api_requests": in_storm["requests"], "storm_api_by_verb": in_storm["by_verb"],
         "storm_api_by_code": in_storm["by_code"],
         "cpu_seconds": cpu, "peak_rss_mib": rss, "audit_user": AUDIT_USER,
+        "agents": agents, "agents_settled": agents_settled,
+        "fleet_errors": len(fleet.errors) if fleet is not None else 0,
     }  # fmt: skip
+
+
+def _failures(
+    custom: k8s.CustomObjectsApi, hit: set[str], epochs: dict[str, int]
+) -> dict[str, int]:
+    """The failures the hit jobs recorded after the storm began, by reason (one per lost node
+    when every restart is the one it needs)."""
+    found: Counter[str] = Counter()
+    for name in hit:
+        job = cast(dict[str, Any],
+                   custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name))  # fmt: skip
+        status = job.get("status") or {}
+        found.update(
+            f["reason"] for f in status.get("failures") or [] if f["epoch"] >= epochs[name]
+        )
+    return dict(found.most_common())
 
 
 def start_operator(plane: ControlPlane, tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -328,16 +365,18 @@ def main() -> int:
                         help="the profiled pass's job count (default: the largest of --jobs)")  # fmt: skip
     parser.add_argument("--baselines", action="store_true",
                         help="at the largest count, the kube Job controller and Kubeflow's training operator too")  # fmt: skip
+    parser.add_argument("--agents", action="store_true",
+                        help="simulated agents report for every pod once all jobs run (the storm restarts in place)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
     parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
     series = []
     counts = [int(n) for n in args.jobs.split(",")]
     for count in counts:
-        series.append(measure(count, args.nodes, args.storm))
+        series.append(measure(count, args.nodes, args.storm, agents=args.agents))
         if args.profile is not None and count == counts[-1]:
             series[-1]["profile"] = _profiled_pass(args.profile, args.profile_jobs or count,
-                                                   args.nodes, args.storm)  # fmt: skip
+                                                   args.nodes, args.storm, args.agents)  # fmt: skip
         if args.baselines and count == counts[-1]:
             series[-1]["baselines"] = [
                 baselines.measure_job_controller(count, args.nodes),
@@ -355,10 +394,10 @@ def main() -> int:
     return 0
 
 
-def _profiled_pass(out: Path, jobs: int, nodes: int, storm: int) -> dict[str, Any]:
+def _profiled_pass(out: Path, jobs: int, nodes: int, storm: int, agents: bool) -> dict[str, Any]:
     """Where the operator's CPU goes, from a pass of its own under py-spy: its figures are not
     published (the sampler slows the pass it watches), only the profile, with its job count."""
-    measure(jobs, nodes, min(storm, jobs // 10), out)
+    measure(jobs, nodes, min(storm, jobs // 10), out, agents)
     return summarise(out.read_text()) | {"jobs": jobs} if out.exists() else {"jobs": jobs}
 
 

@@ -266,6 +266,12 @@ def _controlplane_section(series: list[Figures]) -> list[str]:
         )
     last = series[-1]
     parts = last["reconcile_parts"]
+    if last.get("agents"):
+        lines += ["", "Once every job ran, simulated agents (`bench/agent_fleet.py`, the agent's "
+                  "own protocol) reported for every pod (settled in "
+                  f"{last['agents_settled']:.1f} s at {last['jobs']} jobs, before the storm): the "
+                  "storm's surviving pods restart in place, as the agent's pods do on a cluster, "
+                  "and only the lost ones are created again."]  # fmt: skip
     lines += [
         "",
         f"At {last['jobs']} jobs, where a reconcile's time goes (p99): "
