@@ -230,10 +230,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
                for name, pid in {**others, "operator": operator.pid}.items()}  # fmt: skip
         rss = peak_rss_mib(operator.pid)
     finally:
-        if fleet is not None:
-            fleet.stop()
-        operator.kill()
-        operator.wait()
+        stop(operator, fleet)
         if spy is not None:
             spy.wait(timeout=60)  # it writes its file once the operator is gone
     scale_up = requests_between(tmp, wall_started, wall_storm)
@@ -277,6 +274,14 @@ def _failures(
             f["reason"] for f in status.get("failures") or [] if f["epoch"] >= epochs[name]
         )
     return dict(found.most_common())
+
+
+def stop(operator: subprocess.Popen[bytes], fleet: AgentFleet | None) -> None:
+    """A run's end, measured or not: the simulated agents' threads, then the operator."""
+    if fleet is not None:
+        fleet.stop()
+    operator.kill()
+    operator.wait()
 
 
 def start_operator(plane: ControlPlane, tmp: Path) -> tuple[subprocess.Popen[bytes], int]:

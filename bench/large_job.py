@@ -33,7 +33,14 @@ from kubernetes import client as k8s
 from bench import baselines, report_largejob
 from bench.agent_fleet import Acknowledged, AgentFleet, KeptAliveAPI
 from bench.audit import requests_between
-from bench.controlplane import NAMESPACE, kwok_bench, metrics_up, profiler, start_operator
+from bench.controlplane import (
+    NAMESPACE,
+    kwok_bench,
+    metrics_up,
+    profiler,
+    start_operator,
+    stop,
+)
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
 from bench.stats import quantile
@@ -104,10 +111,7 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
             in_restart = requests_between(Path(tmp), wall_failed, time.time())
             rss = peak_rss_mib(operator.pid)
         finally:
-            if fleet is not None:
-                fleet.stop()
-            operator.kill()
-            operator.wait()
+            stop(operator, fleet)
         scale_up = requests_between(Path(tmp), wall_started, wall_failed)
     return {
         "pods": pods, "all_created": created, "all_running": pods_running,
