@@ -219,8 +219,13 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         epochs = {name: tally.jobs[name][1] for name in hit}
         storm_started = time.monotonic()
         kwok.lose_nodes(core, lost)
-        wait_until(lambda: tally.jobs_running(hit, epochs) == len(hit), 900,
-                   f"the {len(hit)} jobs of the lost nodes Running again", interval=0.2)  # fmt: skip
+        try:
+            wait_until(lambda: tally.jobs_running(hit, epochs) == len(hit), 900,
+                       f"the {len(hit)} jobs of the lost nodes Running again", interval=0.2)  # fmt: skip
+        except TimeoutError:  # why the hit jobs did not recover is the figure worth keeping
+            print(json.dumps({"storm_timed_out": True,
+                              "storm_failures": _failures(custom, hit, epochs)}), flush=True)  # fmt: skip
+            raise
         storm_recovered = time.monotonic() - storm_started
         per_job = [cast(float, tally.running_again(name, epochs[name])) - storm_started
                    for name in hit]  # fmt: skip
