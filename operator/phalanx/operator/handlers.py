@@ -332,6 +332,13 @@ def _finalized(meta: Mapping[str, Any]) -> bool:
     return FINALIZER in (meta.get("finalizers") or ()) or bool(meta.get("deletionTimestamp"))
 
 
+def pace_seconds(took: float, delay: float) -> float:
+    """How long a job's loop rests before its next reconcile (see `_pace`): as long as the last
+    one's own work, at most `delay`, and not at all for a small job's."""
+    pause = min(took, delay)
+    return pause if pause > PACE_FLOOR_SECONDS else 0.0
+
+
 async def _pace(took: float, delay: float, stopped: kopf.DaemonStopped) -> None:
     """A job's reconciles take at most half of the operator's time: after one whose own work
     (plan and execute, less the API server's answers) took `took` seconds, the next waits as
@@ -340,8 +347,7 @@ async def _pace(took: float, delay: float, stopped: kopf.DaemonStopped) -> None:
     acknowledging an epoch send thousands of events; reconciled back to back, the operator took
     the CPU the API server needed to answer them. A small job's reconcile takes milliseconds,
     and so does this wait."""
-    pause = min(took, delay)
-    if pause > PACE_FLOOR_SECONDS:
+    if pause := pace_seconds(took, delay):
         await stopped.wait(pause)
 
 
