@@ -267,12 +267,20 @@ class KindCluster:
         return list(self.core.list_namespaced_pod(namespace, label_selector=selector).items)
 
     def running_pod(self, namespace: str, job: str, epoch: int, rank: int) -> k8s.V1Pod:
+        """The Running node pod at `rank` in `epoch`: one created for it (its labels say so) or
+        one of an earlier epoch that runs it in place (the status's `current.ranks`: a restart,
+        or a grow, before training began carries pods over with their first labels)."""
+
         def find() -> k8s.V1Pod | None:
-            for pod in self.node_pods(namespace, job, epoch):
-                if (
-                    pod.metadata.labels.get("phalanx.dev/node-rank") == str(rank)
-                    and pod.status.phase == "Running"
-                ):
+            status = self.status(namespace, job)
+            carried = (status.get("current") or {}).get("ranks") or {}
+            for pod in self.node_pods(namespace, job):
+                labels = pod.metadata.labels
+                created_here = labels.get("phalanx.dev/epoch") == str(epoch) and labels.get(
+                    "phalanx.dev/node-rank") == str(rank)  # fmt: skip
+                carried_here = status.get("epoch") == epoch and carried.get(
+                    pod.metadata.name) == rank  # fmt: skip
+                if (created_here or carried_here) and pod.status.phase == "Running":
                     return pod
             return None
 
