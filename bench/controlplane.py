@@ -46,7 +46,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from bench.audit import AGENTS_TOKEN, AUDIT_USER, audit_args, operator_kubeconfi
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
 from bench.stats import quantile
+from bench.storm import failures, storm_nodes, timeline
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import (
@@ -112,23 +112,6 @@ def difference(after: list[tuple[float, float]], before: list[tuple[float, float
     """The buckets of what was observed between two scrapes."""
     earlier = dict(before)
     return [(le, count - earlier.get(le, 0.0)) for le, count in after]
-
-
-def storm_nodes(tally: Tally, jobs: int) -> tuple[list[str], set[str]]:
-    """Nodes, fewest first, whose loss hits at least `jobs` jobs; and the jobs they hit."""
-    with tally.lock:
-        by_node: dict[str, set[str]] = {}
-        for pod in tally.pods.values():
-            if pod.node is not None and pod.phase == "Running":
-                by_node.setdefault(pod.node, set()).add(pod.job)
-    chosen: list[str] = []
-    hit: set[str] = set()
-    for node in sorted(by_node):
-        if len(hit) >= jobs:
-            break
-        chosen.append(node)
-        hit |= by_node[node]
-    return chosen, hit
 
 
 def profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -224,13 +207,14 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
                        f"the {len(hit)} jobs of the lost nodes Running again", interval=0.2)  # fmt: skip
         except TimeoutError:  # why the hit jobs did not recover is the figure worth keeping
             print(json.dumps({"storm_timed_out": True,
-                              "storm_failures": _failures(custom, hit, epochs)}), flush=True)  # fmt: skip
+                              "storm_failures": failures(custom, NAMESPACE, hit, epochs)}), flush=True)  # fmt: skip
             raise
         storm_recovered = time.monotonic() - storm_started
         per_job = [cast(float, tally.running_again(name, epochs[name])) - storm_started
                    for name in hit]  # fmt: skip
         after, wall_end = scrape(port), time.time()
-        storm_failures = _failures(custom, hit, epochs)
+        storm_failures = failures(custom, NAMESPACE, hit, epochs)
+        storm_timeline = timeline(tally, hit, epochs, storm_started)
         cpu = {name: cpu_seconds(pid) - cpu_before[name]
                for name, pid in {**others, "operator": operator.pid}.items()}  # fmt: skip
         rss = peak_rss_mib(operator.pid)
@@ -256,6 +240,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "storm_nodes": len(lost), "storm_jobs": len(hit), "storm_recovered": storm_recovered,
         "storm_job_p50": quantile(per_job, 0.5), "storm_job_p99": quantile(per_job, 0.99),
         "storm_reconciles": storm_reconciles, "storm_failures": storm_failures,
+        "storm_timeline": storm_timeline,
         "storm_reconcile_p99": histogram_quantile(0.99, difference(after["reconcile"], before_storm["reconcile"])),
         "storm_api_requests": in_storm["requests"], "storm_api_by_verb": in_storm["by_verb"],
         "storm_api_by_code": in_storm["by_code"],
@@ -263,22 +248,6 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         "agents": agents, "agents_settled": agents_settled,
         "fleet_errors": len(fleet.errors) if fleet is not None else 0,
     }  # fmt: skip
-
-
-def _failures(
-    custom: k8s.CustomObjectsApi, hit: set[str], epochs: dict[str, int]
-) -> dict[str, int]:
-    """The failures the hit jobs recorded after the storm began, by reason (one per lost node
-    when every restart is the one it needs)."""
-    found: Counter[str] = Counter()
-    for name in hit:
-        job = cast(dict[str, Any],
-                   custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name))  # fmt: skip
-        status = job.get("status") or {}
-        found.update(
-            f["reason"] for f in status.get("failures") or [] if f["epoch"] >= epochs[name]
-        )
-    return dict(found.most_common())
 
 
 def stop(operator: subprocess.Popen[bytes], fleet: AgentFleet | None) -> None:
@@ -332,6 +301,9 @@ def _table(f: dict[str, Any]) -> str:
             ", ".join(f"{k} {v}" for k, v in sorted(f["storm_api_by_verb"].items()))
             + " (" + ", ".join(f"{k}: {v}" for k, v in f["storm_api_by_code"].items()) + ")")]
           if "storm_api_by_verb" in f else []),
+        *([("storm -> decided / replacements created / Running / job Running again, p50 (p99)",
+            " / ".join(f"{t['p50']:.1f} ({t['p99']:.1f}) s" for t in f["storm_timeline"].values()))]
+          if f.get("storm_timeline") else []),
         ("CPU seconds over the run", ", ".join(f"{k} {v:.0f}" for k, v in f["cpu_seconds"].items())),
         ("operator peak RSS", f"{f['peak_rss_mib']:.0f} MiB"),
         *_baseline_rows(f),

@@ -43,6 +43,8 @@ class Tally:
     """Job name -> (phase, epoch)."""
     running_at: dict[tuple[str, int], float] = field(default_factory=dict)
     """(job name, epoch) -> when the job was first seen Running at that epoch (monotonic)."""
+    epoch_at: dict[tuple[str, int], float] = field(default_factory=dict)
+    """(job name, epoch) -> when the job was first seen at that epoch (monotonic)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
@@ -73,6 +75,7 @@ class Tally:
                     status.get("epoch", 0),
                 )
                 self.jobs[name] = (phase, epoch)
+                self.epoch_at.setdefault((name, epoch), time.monotonic())
                 if phase == "Running":
                     self.running_at.setdefault((name, epoch), time.monotonic())
 

@@ -3,7 +3,9 @@
 Covers: histogram_quantile interpolates inside the bucket as Prometheus does; the buckets between
 two scrapes are their difference; the storm picks the fewest nodes (in name order) that hit the
 asked number of jobs, counting only Running pods; a hit job is back when first seen Running at a
-later epoch (a status at its old epoch, or a later one not Running, does not count); the audit log gives the operator's requests in
+later epoch (a status at its old epoch, or a later one not Running, does not count); a hit job's
+storm marks are its new epoch seen, its last replacement created and Running, and it Running
+again, each after the storm (a job with no new pod: its pod marks are its decision); the audit log gives the operator's requests in
 a time window, by verb and resource, a watch counted once, and the API server's time for those
 that end.
 """
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bench.audit import AUDIT_USER, requests_between
-from bench.controlplane import difference, histogram_quantile, storm_nodes
+from bench.controlplane import difference, histogram_quantile
+from bench.storm import marks, storm_nodes
 from bench.tally import PodSeen, Tally
 
 INF = float("inf")
@@ -90,3 +93,42 @@ def test_the_operators_requests_in_a_window(tmp_path: Path) -> None:
     assert seen["requests"] == 4
     assert seen["p50"] == pytest.approx(0.020, abs=1e-6)  # of 10, 20 and 30 ms: the watch is not
     assert seen["p99"] == pytest.approx(0.030, abs=1e-6)
+
+
+def test_a_hit_job_s_storm_marks_are_its_decision_its_new_pods_and_it_running_again() -> None:
+    tally = Tally()
+
+    def job(epoch: int, phase: str, at: float) -> None:
+        tally.on_job("MODIFIED", {"metadata": {"name": "a"},
+                                  "status": {"phase": phase, "epoch": epoch}})  # fmt: skip
+        tally.epoch_at[("a", epoch)] = min(tally.epoch_at[("a", epoch)], at)
+        if phase == "Running":
+            tally.running_at[("a", epoch)] = at
+
+    job(1, "Running", 5.0)
+    tally.pods["a-1-0"] = PodSeen(job="a", node="n1", phase="Running", deleting=False)
+    tally.created["a-1-0"], tally.running["a-1-0"] = 6.0, 7.0  # before the storm: not new
+    job(2, "Restarting", 12.0)
+    assert marks(tally, "a", 1, since=10.0) is None  # not Running again yet
+    for pod, created, running in (("a-2-1", 13.0, 15.0), ("a-2-2", 14.0, 16.5)):
+        tally.pods[pod] = PodSeen(job="a", node="n2", phase="Running", deleting=False)
+        tally.created[pod], tally.running[pod] = created, running
+    job(2, "Running", 18.0)
+    assert marks(tally, "a", 1, since=10.0) == {
+        "decided": 2.0,
+        "pods_created": 4.0,
+        "pods_running": 6.5,
+        "running_again": 8.0,
+    }
+
+    spared = Tally()  # every lost pod had a stand-in: no new pod, the pod marks are the decision
+    spared.on_job(
+        "MODIFIED", {"metadata": {"name": "b"}, "status": {"phase": "Running", "epoch": 2}}
+    )
+    spared.epoch_at[("b", 2)], spared.running_at[("b", 2)] = 11.0, 13.0
+    assert marks(spared, "b", 1, since=10.0) == {
+        "decided": 1.0,
+        "pods_created": 1.0,
+        "pods_running": 1.0,
+        "running_again": 3.0,
+    }

@@ -255,11 +255,14 @@ class Executor:
     def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
         """The job's Service, ServiceAccount, Role, RoleBinding, heartbeat and report Leases and
         disruption budget (the assignment Lease comes with the first assignment, `_assign`):
-        once per epoch (a restart makes any that were deleted anew, and a Role that existed is
-        made to grant the report Leases of a job grown since); every time without `epoch` (one
-        was found missing)."""
+        once per job and report shard count in this operator's life, and again when the job
+        needs more report shards (a Role that existed is made to grant them); every time
+        without `epoch` (one was found missing). Not once per epoch: a restart that made them
+        again sent six creates the API server answered 409, one after another before the
+        epoch's pods (a storm of 108 restarts: 648 of its 1 620 requests). A child deleted by
+        hand is made again by the next operator (a restart, or the leader's successor)."""
         key, again = _key(job), epoch is None
-        ensured = (job.metadata.uid or "", epoch or 0)
+        ensured = (job.metadata.uid or "", builder.report_shard_count(job))
         if not again and self.expectations.children_made(key, ensured):
             return
         service = builder.headless_service(job, self.build.master_port)

@@ -6,7 +6,10 @@ expectations). The executor does not create a pod it created until the reconcile
 seen, or until the expectation lapses (a pod deleted before it was ever seen is made again).
 The pod is deleted behind the executor's back here, so that a create, if one were made, would
 succeed and show. Deletes likewise: a pod deleted is not deleted again until a reconcile's view
-shows it going or gone, unless the delete is forced now.
+shows it going or gone, unless the delete is forced now. The job's other children are made once
+per job (and report shard count) in an operator's life, not once per epoch: a restart sends none
+of their creates, a new operator makes a missing one again, and a job that needs more report
+shards gets them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.models.names import node_pod_name
+from phalanx.models.names import lease_name, node_pod_name
+from phalanx.models.report_shards import shard_lease
 from phalanx.operator.builder import BuildSettings
 from phalanx.operator.execute import Executor
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import CreateNodePod, DeletePods, Plan
+from phalanx.operator.planner import CreateNodePod, DeletePods, EnsureChildren, Plan
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import wait_until
 
@@ -114,3 +118,36 @@ def test_a_deleted_pod_is_not_deleted_again_until_seen_going_unless_forced(
     executor.seen(key, set(), set())  # seen gone: met
     delete(force=True)
     wait_until(lambda: not _exists(core, name, namespace), 30, "a pod seen gone deleted again")
+
+
+def test_children_are_made_once_per_job_and_shard_count_not_per_epoch(
+    kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_client)
+    leases = k8s.CoordinationV1Api(kube_client)
+    raw, job = _job(kube_client, namespace, "kids")
+    service = job.metadata.name or ""
+
+    def ensure(executor: Executor, epoch: int, of: TrainingJob = job) -> None:
+        executor.apply(raw, of, Plan([EnsureChildren(epoch)]), datetime.now(UTC))
+
+    def service_exists() -> bool:
+        return any(s.metadata.name == service
+                   for s in core.list_namespaced_service(namespace).items)  # fmt: skip
+
+    executor = Executor(kube_client, BuildSettings(), OperatorMetrics())
+    ensure(executor, 1)
+    assert service_exists()
+    core.delete_namespaced_service(service, namespace)  # behind its back: a create would show
+    wait_until(lambda: not service_exists(), 30, "the Service deleted")
+    ensure(executor, 2)  # a restart: its children were made for this job already
+    assert not service_exists(), "a restart sent the job's child creates again"
+
+    ensure(Executor(kube_client, BuildSettings(), OperatorMetrics()), 2)  # a new operator
+    assert service_exists(), "a new operator did not make the missing Service again"
+
+    grown = job.model_copy(deep=True)
+    grown.spec.replicas.max = 16  # two report shards now
+    second = shard_lease(lease_name("kids"), 1)
+    ensure(executor, 3, grown)
+    assert leases.read_namespaced_lease(second, namespace).metadata.name == second

@@ -20,7 +20,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class EnsureChildren:
     """Create, if absent, the headless Service, ServiceAccount, Role, RoleBinding and Leases,
-    for the launch of epoch `epoch` (the executor makes them once per epoch)."""
+    for the launch of epoch `epoch` (the executor makes them once per job and report shard
+    count: `Executor._ensure_children`)."""
 
     epoch: int = 0
 

@@ -154,9 +154,10 @@ class Decision:
             case _:
                 assert_never(reason)
         keep = {*ranks, *spares, *exclude}  # the caller deletes those, by force
-        self.delete_pods(
-            [p.name for p in self.observed.pods if not p.deleting and p.name not in keep]
-        )
+        retired = [p for p in self.observed.pods if not p.deleting and p.name not in keep]
+        lost = [p.name for p in retired if self.observed.on_lost_node(p)]
+        self.delete_pods([p.name for p in retired if p.name not in lost])
+        self.delete_pods(lost, force=True)  # as `retire_previous_epoch` would, a reconcile later
 
     def record_failure(self, verdict: Verdict) -> None:
         """Remember a failure in status (the last few only)."""
