@@ -87,6 +87,28 @@ def test_a_lost_node_without_a_spare_is_one_restart_at_the_size_that_runs_now() 
     assert plan.of_type(CreateStandbyPod), "a standby waits for capacity to grow back"
 
 
+def test_a_restart_whose_retired_pods_were_on_lost_nodes_launches_in_the_same_reconcile() -> None:
+    """Nothing to wait for: the survivors carry over, the lost node's pod is deleted by force,
+    so the replacement is created with the decision, not a reconcile later (under a storm that
+    reconcile came 1-3 s after). A survivor that must stop gracefully is waited for first."""
+    j = running(job(replicas={"min": 4, "max": 4}))
+    gang = agents(1, 4)
+    nodes = {f"node-{r}": NodeView(f"node-{r}", r != 3) for r in range(4)}
+    after, plan = step(j, Observed(pods=tuple(gang), nodes=nodes), at(20))
+    assert after.status is not None
+    assert (after.status.epoch, after.status.nodes) == (2, 4)
+    assert plan.of_type(DeletePods) == [DeletePods(("j-1-3",), True, ("j-1-3",))]
+    assert [(a.epoch, a.rank) for a in plan.of_type(CreateNodePod)] == [(2, 3)]
+    assert assigned(plan) == {**{f"j-1-{r}": r for r in range(3)}, "j-2-3": 3}
+
+    mute = [*gang[:2], replace(gang[2], agent=None), gang[3]]  # no agent: it stops gracefully
+    after, plan = step(j, Observed(pods=tuple(mute), nodes=nodes), at(20))
+    assert after.status is not None
+    assert (after.status.epoch, after.status.current.restart_after) == (2, None)
+    assert DeletePods(("j-1-2",)) in plan.actions
+    assert not plan.of_type(CreateNodePod), "created before a retired pod stopped"
+
+
 def test_a_hot_spare_takes_the_lost_rank_and_the_pool_refills() -> None:
     j = running(job(spares=1), extra=(spare(0),))
     assert j.status is not None

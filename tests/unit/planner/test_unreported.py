@@ -41,13 +41,15 @@ def with_agents(epoch: int, n: int, phase: str) -> list[PodView]:
 
 def restarted(view: Any = pods) -> TrainingJob:
     """Epoch 1 of 4 pods runs from t=10 (`view(epoch, n)` builds them); its node 3 is lost at
-    t=20; epoch 2's 3 pods run from t=22."""
+    t=20; epoch 2's 3 pods run from t=22. With agents the survivors carry over and the epoch
+    launches at once; they still run at t=21. Without, they are stopped and gone at t=21."""
     j, _ = step(job(), Observed(), at(0))
     j, _ = step(j, Observed(pods=tuple(view(1, 4))), at(10))
     lost = {"node-3": NodeView("node-3", ready=False)}
     j, _ = step(j, Observed(pods=tuple(view(1, 4)), nodes=lost), at(20))
     assert (st(j).epoch, st(j).nodes) == (2, 3)
-    j, _ = step(j, Observed(), at(21))
+    survivors = () if view is pods else tuple(view(1, 3))
+    j, _ = step(j, Observed(pods=survivors), at(21))
     j, plan = step(j, Observed(pods=tuple(view(2, 3))), at(22))
     assert not plan.of_type(ObserveRecovery)
     return j

@@ -49,13 +49,14 @@ def plan(
     config = config or PlannerConfig()
     previous = job.status
     decision = _fresh(job, observed, now)
-    for step in LADDER:
-        if step(decision, config):
-            break
+    epoch = decision.status.epoch
+    stopped_at = next((i for i, step in enumerate(LADDER) if step(decision, config)), None)
     if decision.status.epoch > MAX_EPOCH:
         decision = _fresh(job, observed, now)
         epoch_limit_reached(decision)
     publish_assignment(decision)
+    if epoch < decision.status.epoch and (stopped_at or 0) > LADDER.index(launch):
+        launch_at_once(decision, observed, config)
     count_spares(decision)
     queueing.report_to_kueue(decision, job)
     return decision.to_plan(previous)
@@ -70,6 +71,23 @@ def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
     sized = memory.with_node_gpu_memory(job, observed.nodes.values())
     admitted = queueing.as_admitted(sized, queueing.sort_out(observed).current)
     return Decision(job=admitted, observed=seen, now=now, status=status)
+
+
+def launch_at_once(d: Decision, observed: Observed, config: PlannerConfig) -> None:
+    """A new epoch decided past the ladder's launch step (a restart, a resize) launches in the
+    same reconcile, its assignment published, unless an old pod's graceful
+    stop must be awaited (`retire_previous_epoch`): its pods are created now, not a reconcile
+    later. Why: under a storm that later reconcile came 1-3 s after the decision (its own
+    queue, then the retire step found nothing to wait for), when the pods of lost nodes, the
+    only ones retired, were already deleted by force."""
+    if d.status.phase in ENDED:
+        return
+    d.observed = inplace.effective(observed, d.status.epoch, d.status.nodes, d.status.current)
+    stale = d.observed.stale_pods(d.status.epoch)
+    if any(p.role == "node" and not d.observed.on_lost_node(p) for p in stale):
+        return
+    if not refused(d, config):
+        launch(d, config)
 
 
 def publish_assignment(d: Decision) -> None:
