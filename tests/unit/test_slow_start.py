@@ -1,10 +1,12 @@
 """`slow_start.run`: a plan's pod creates in batches of 1, 2, 4..., the first failure stopping
-the rest, on a real thread pool."""
+the rest, on a real thread pool. `slow_start.together`: a plan's deletes all at once (in flight
+together), the first failure raised after all ran."""
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import pytest
 
@@ -44,3 +46,22 @@ def test_batches_stop_doubling_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> No
     with ThreadPoolExecutor(8) as pool:
         slow_start.run(calls, pool, lambda _: sizes.append(1))
     assert len(sizes) == 3, "1 inline, then batches of 2, 2, 2"
+
+
+def test_together_sends_every_call_at_once_and_raises_the_first_failure_after_all() -> None:
+    arrived = threading.Barrier(3, timeout=10)  # passes only if all three are in flight at once
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def call(index: int) -> None:
+        arrived.wait()
+        with lock:
+            ran.append(index)
+        if index in (1, 2):
+            raise RuntimeError(f"delete {index} failed")
+
+    waits: list[float] = []
+    with ThreadPoolExecutor(8) as pool, pytest.raises(RuntimeError, match="delete 1 failed"):
+        slow_start.together([partial(call, i) for i in range(3)], pool, waits.append)
+    assert sorted(ran) == [0, 1, 2]
+    assert len(waits) == 1

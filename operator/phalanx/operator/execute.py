@@ -320,10 +320,8 @@ class Executor:
         self, job: TrainingJob, names: tuple[str, ...], force: bool, reported: tuple[str, ...]
     ) -> None:
         grace, key = 0 if force else None, _key(job)
-        for name in names:
-            if self.expectations.delete_expected(key, name, force):
-                continue  # deleted by an earlier reconcile; the watch has not shown it going
-            self.expectations.pod_deleted(key, name, force)
+
+        def delete(name: str) -> None:
             try:
                 discard(
                     self.core.delete_namespaced_pod(
@@ -332,6 +330,11 @@ class Executor:
                 )
             except ApiException as error:
                 tolerate(error, 404)
+
+        due = [n for n in names if not self.expectations.delete_expected(key, n, force)]
+        for name in due:  # the others were deleted by an earlier reconcile, not yet seen going
+            self.expectations.pod_deleted(key, name, force)
+        slow_start.together([partial(delete, name) for name in due], self._creates, self._waited)
         drop_reports(self.coordination, job, reported)
 
     def _delete_job(self, job: TrainingJob) -> None:
@@ -361,9 +364,12 @@ class JobExecutor(planner.Executor):
 
 
 def _steps(actions: Sequence[Action]) -> list[list[Action]]:
-    """The plan's actions in order, a run of pod creations as one step (sent in batches)."""
+    """The plan's actions in order, a run of pod creations as one step (sent in batches), and an
+    epoch's assignment first: the pods it carries over start the epoch as soon as they read it,
+    and they are most of a restart's pods; the retired pods' deletes and the new pods' creates
+    can follow (a storm's restart took 0.3-1.5 s to send those first)."""
     steps: list[list[Action]] = []
-    for action in actions:
+    for action in sorted(actions, key=lambda a: not isinstance(a, AssignEpoch)):
         pod = isinstance(action, POD_CREATIONS)
         if pod and steps and isinstance(steps[-1][0], POD_CREATIONS):
             steps[-1].append(action)
