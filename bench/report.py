@@ -23,8 +23,8 @@ from bench import (
     report_snapshot,
     stats,
     targets,
-    targets_controlplane,
 )
+from bench.report_controlplane import controlplane_section
 from bench.report_format import pct as _pct
 from bench.report_format import ratio as _ratio
 from bench.report_goodput import GOODPUT_NOTE, _goodput_section, goodput_plot
@@ -33,7 +33,6 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 Figures = dict[str, Any]
-TOP_VERBS = 10
 """How many of the operator's request kinds the control-plane section names."""
 
 
@@ -224,85 +223,6 @@ def _checkpoint_section(figures: Figures) -> list[str]:
     return [*lines, ""]
 
 
-def _storm_per_job(s: Figures) -> str:
-    """Each hit job's time to Running again, where the run timed each job."""
-    if "storm_job_p99" not in s:
-        return ""
-    return f"{s['storm_job_p50']:.1f} / {s['storm_job_p99']:.1f} s, "
-
-
-def _reconcile_parts(parts: dict[str, Any]) -> str:
-    """The reconcile's parts, p99 (p50 for the queue): those its operator measured."""
-    latency = targets_controlplane.reconcile_latency
-    words = {"plan": "plan", "execute": "execute (its API writes)",
-             "api": "of which waiting on the API server's answers",
-             "own": "the operator's own time (plan + execute less the API server's)"}  # fmt: skip
-    said = [
-        f"{what} {latency(parts[part]['p99'])}" for part, what in words.items() if part in parts
-    ]
-    queue = ("queued for a slot before it" if "own" in parts
-             else "waiting for an executor thread")  # fmt: skip
-    said.append(f"{queue} {latency(parts['wait']['p99'])} (p50 {latency(parts['wait']['p50'])})")
-    return ", ".join(said)
-
-
-def _controlplane_section(series: list[Figures]) -> list[str]:
-    lines = ["## Control plane: the real API server, kube-scheduler and kwok nodes", "",
-             "Targets: 8 000 pods created in at most 60 s, reconcile p99 at most 1 s (the API "
-             "server's own time reported apart), operator RSS at most 300 MB.", "",
-             "| jobs x pods | apply -> pods created | apply -> Running | reconcile p50 / p99 "
-             "| API server p50 / p99 | requests / reconcile | operator CPU | peak RSS "
-             "| storm: nodes lost, jobs hit -> each Running again (p50 / p99), the last |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for s in series:
-        lines.append(
-            f"| {s['jobs']} x {s['nodes']} | {s['all_created']:.1f} s | {s['all_running']:.1f} s "
-            f"| {targets_controlplane.reconcile_latency(s['reconcile_p50'])} / "
-            f"{targets_controlplane.reconcile_latency(s['reconcile_p99'])} "
-            f"| {s['api_server_p50'] * 1000:.0f} / {s['api_server_p99'] * 1000:.0f} ms "
-            f"| {s['api_requests_per_reconcile']:.2f} | {s['cpu_seconds']['operator']:.0f} s "
-            f"| {s['peak_rss_mib']:.0f} MiB | {s['storm_nodes']}, {s['storm_jobs']} -> "
-            f"{_storm_per_job(s)}{s['storm_recovered']:.1f} s |"
-        )
-    last = series[-1]
-    parts = last["reconcile_parts"]
-    if last.get("agents"):
-        lines += ["", "Once every job ran, simulated agents (`bench/agent_fleet.py`, the agent's "
-                  "own protocol) reported for every pod (settled in "
-                  f"{last['agents_settled']:.1f} s at {last['jobs']} jobs, before the storm): the "
-                  "storm's surviving pods restart in place, as the agent's pods do on a cluster, "
-                  "and only the lost ones are created again."]  # fmt: skip
-    lines += [
-        "",
-        f"At {last['jobs']} jobs, where a reconcile's time goes (p99): "
-        + _reconcile_parts(parts) + ". CPU seconds over the run: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in last["cpu_seconds"].items())
-        + f". The operator's requests (audit log), the {TOP_VERBS} most frequent: "
-        + ", ".join(f"{k} {v}" for k, v in list(last["api_by_verb"].items())[:TOP_VERBS])
-        + f"; {sum(list(last['api_by_verb'].values())[TOP_VERBS:])} others (discovery, lists "
-        "and watches). Answers by status code: "
-        + ", ".join(f"{k} {v}" for k, v in last["api_by_code"].items())
-        + " (a 409 is a create of what exists already)."
-        + (" Refused, the most frequent: " + "; ".join(
-            f"{k} ({v})" for k, v in list(last["api_refused"].items())[:5]) + "."
-           if last.get("api_refused") else ""),
-    ]  # fmt: skip
-    if "profile" in last:
-        profile = last["profile"]
-        lines += ["", f"Where the operator's time goes at {profile.get('jobs', last['jobs'])} jobs, "
-                  "in a pass of its own whose times are not published (py-spy slows what it "
-                  f"watches on 2 cores): {profile['samples']} samples of its busy threads; `ssl` "
-                  "includes threads waiting "
-                  "for the API server's answers): by the library the sample is in, "
-                  + ", ".join(f"{k} {_pct(v)}" for k, v in profile["self_by_library"].items())
-                  + "; by the operator's own functions, with what they call, "
-                  + ", ".join(f"`{k.removeprefix('phalanx.operator.')}` {_pct(v)}"
-                              for k, v in profile["inclusive_by_phalanx_function"].items())
-                  + ". `<module>` and `main` are the event loop's thread (kopf's watches, "
-                  "indices and handlers); the executor's threads run `execute`."]  # fmt: skip
-    return lines
-
-
 def _later_runs(about: Figures) -> list[str]:
     """The benchmarks re-measured after the run above (`python -m bench --only`), each with its
     own run: a ratio's two sides always come from one benchmark, so from one run."""
@@ -375,7 +295,7 @@ def render(results: Figures, out: Path) -> str:
     if "controlplane" in results:
         series = results["controlplane"]["series"]
         controlplane_plot(series, img / "controlplane.png")
-        lines += _controlplane_section(series)
+        lines += controlplane_section(series)
         lines += ["", "![control-plane latency vs jobs](img/controlplane.png)", ""]
     if "large_job" in results:
         lines += report_largejob.section(results["large_job"])
