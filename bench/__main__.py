@@ -41,7 +41,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     "quick": {
         "checkpoint": (["--sizes", "small", "--repeats", "1"], 600),
         "snapshot": (["--sizes", "toy", "--repeats", "1", "--steps", "10"], 600),
-        "controlplane": (["--jobs", "10,20", "--storm", "5", "--baselines"], 600),
+        "controlplane": (["--jobs", "10,20", "--storm", "5", "--baselines", "--agents"], 600),
         "large_job": (["--pods", "200"], 600),
         "api": (["--jobs", "200", "--requests", "10", "--rounds", "2", "--warmup", "5"], 600),
         "detection": (["--faults", "2", "--nodes", "2"], 600),
@@ -81,6 +81,7 @@ MODES: dict[str, dict[str, tuple[list[str], int]]] = {
                 "--profile-jobs",
                 "300",
                 "--baselines",
+                "--agents",
             ],
             3600,
         ),
