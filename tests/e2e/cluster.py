@@ -266,23 +266,25 @@ class KindCluster:
             selector += f",phalanx.dev/epoch={epoch}"
         return list(self.core.list_namespaced_pod(namespace, label_selector=selector).items)
 
+    def epoch_ranks(self, namespace: str, job: str, epoch: int) -> dict[str, int]:
+        """Pod -> node rank in `epoch`: the pods created for it (their labels) and, while it is
+        the job's epoch, those of earlier epochs that run it in place (the status's
+        `current.ranks`: a restart or a resize carries pods over with their first labels)."""
+        ranks = {str(p.metadata.name): int(p.metadata.labels["phalanx.dev/node-rank"])
+                 for p in self.node_pods(namespace, job, epoch)
+                 if not p.metadata.deletion_timestamp}  # fmt: skip
+        status = self.status(namespace, job)
+        if status.get("epoch") == epoch:
+            ranks.update((status.get("current") or {}).get("ranks") or {})
+        return ranks
+
     def running_pod(self, namespace: str, job: str, epoch: int, rank: int) -> k8s.V1Pod:
-        """The Running node pod at `rank` in `epoch`: one created for it (its labels say so) or
-        one of an earlier epoch that runs it in place (the status's `current.ranks`: a restart,
-        or a grow, before training began carries pods over with their first labels)."""
+        """The Running node pod at `rank` in `epoch` (`epoch_ranks`)."""
 
         def find() -> k8s.V1Pod | None:
-            status = self.status(namespace, job)
-            carried = (status.get("current") or {}).get("ranks") or {}
-            for pod in self.node_pods(namespace, job):
-                labels = pod.metadata.labels
-                created_here = labels.get("phalanx.dev/epoch") == str(epoch) and labels.get(
-                    "phalanx.dev/node-rank") == str(rank)  # fmt: skip
-                carried_here = status.get("epoch") == epoch and carried.get(
-                    pod.metadata.name) == rank  # fmt: skip
-                if (created_here or carried_here) and pod.status.phase == "Running":
-                    return pod
-            return None
+            named = {p for p, r in self.epoch_ranks(namespace, job, epoch).items() if r == rank}
+            pods = [p for p in self.node_pods(namespace, job) if str(p.metadata.name) in named]
+            return next((p for p in pods if p.status.phase == "Running"), None)
 
         return cast(k8s.V1Pod, wait_for(find, 180, f"{job} epoch {epoch} rank {rank} running"))
 

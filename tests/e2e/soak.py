@@ -284,7 +284,7 @@ def _steady(kind: KindCluster, namespace: str, soak: Soak, epoch: int | None) ->
                 and progress.get("epoch") == s.get("epoch") and progress.get("step", 0) > 10)  # fmt: skip
 
     status = kind.wait_status(namespace, JOB, steady, "training, its spare back", timeout=600)
-    ranks = _ranks(kind, namespace, status)
+    ranks = kind.epoch_ranks(namespace, JOB, status["epoch"])
     pods = {p.metadata.name: p for p in kind.core.list_namespaced_pod(
         namespace, label_selector=f"phalanx.dev/job={JOB}").items}  # fmt: skip
     if sorted(ranks.values()) != list(range(NODES)):
@@ -302,19 +302,8 @@ def _steady(kind: KindCluster, namespace: str, soak: Soak, epoch: int | None) ->
     return status
 
 
-def _ranks(kind: KindCluster, namespace: str, status: dict[str, Any]) -> dict[str, int]:
-    """Pod -> node rank in the current epoch: the status's record of an in-place epoch's
-    ranks, or, for an epoch of new pods (which it leaves empty), their labels."""
-    ranks = (status.get("current") or {}).get("ranks") or {}
-    if ranks:
-        return dict(ranks)
-    return {str(p.metadata.name): int(p.metadata.labels["phalanx.dev/node-rank"])
-            for p in kind.node_pods(namespace, JOB, status["epoch"])
-            if not p.metadata.deletion_timestamp}  # fmt: skip
-
-
 def _pods_by_rank(kind: KindCluster, namespace: str, status: dict[str, Any]) -> dict[int, Any]:
-    ranks = _ranks(kind, namespace, status)
+    ranks = kind.epoch_ranks(namespace, JOB, status["epoch"])
     return {rank: kind.core.read_namespaced_pod(pod, namespace) for pod, rank in ranks.items()}
 
 
