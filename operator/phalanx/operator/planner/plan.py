@@ -75,11 +75,12 @@ def _fresh(job: TrainingJob, observed: Observed, now: datetime) -> Decision:
 
 def launch_at_once(d: Decision, observed: Observed, config: PlannerConfig) -> None:
     """A new epoch decided past the ladder's launch step (a restart, a resize) launches in the
-    same reconcile, its assignment published, unless an old pod's graceful
-    stop must be awaited (`retire_previous_epoch`): its pods are created now, not a reconcile
-    later. Why: under a storm that later reconcile came 1-3 s after the decision (its own
-    queue, then the retire step found nothing to wait for), when the pods of lost nodes, the
-    only ones retired, were already deleted by force."""
+    same reconcile, after its assignment, unless an old pod's graceful stop must be awaited
+    (`retire_previous_epoch`): its pods are created now, not a reconcile later. Why: under a
+    storm that later reconcile came 1-3 s after the decision (its own queue, then the retire
+    step found nothing to wait for), when the pods of lost nodes, the only ones retired, were
+    already deleted by force. The view is the new epoch's (its carried-over pods at their new
+    ranks), as the next reconcile's would be."""
     if d.status.phase in ENDED:
         return
     d.observed = inplace.effective(observed, d.status.epoch, d.status.nodes, d.status.current)
