@@ -58,11 +58,10 @@ def failures(
 def marks(tally: Tally, job: str, epoch: int, since: float) -> dict[str, float] | None:
     """One hit job's marks (seconds after `since`); None until it runs again. A job whose
     lost pods all had stand-ins needs no new pod: its pod marks are its decision's."""
+    again = tally.running_again(job, epoch)
     with tally.lock:
         decided = min((t for (name, e), t in tally.epoch_at.items() if name == job and e > epoch),
                       default=None)  # fmt: skip
-        again = min((t for (name, e), t in tally.running_at.items() if name == job and e > epoch),
-                    default=None)  # fmt: skip
         new = [pod for pod, seen in tally.pods.items() if seen.job == job
                and tally.created.get(pod, 0.0) > since]  # fmt: skip
         created = max((tally.created[pod] for pod in new), default=decided)
