@@ -16,7 +16,7 @@ from phalanx.agent.sinks import LeaseSink
 from phalanx.agent.wire import Report
 from phalanx.models import TrainingJob
 from phalanx.models.heartbeat import Heartbeat
-from phalanx.models.report_shards import REPORTS_PER_LEASE
+from phalanx.models.report_shards import SHARED_RANKS, report_lease
 from phalanx.operator import builder, observe
 from phalanx.operator.report_leases import grant_shards
 from tests.support.controlplane import ControlPlane
@@ -72,8 +72,8 @@ def test_pods_update_only_their_jobs_lease(
 def test_a_grown_jobs_role_grants_its_new_report_leases(
     control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
 ) -> None:
-    """The Role made for one block of ranks is patched to name the report Leases of three: the
-    pods may then write them (what `_ensure_children` does when the Role already existed)."""
+    """The Role made for a job of the nodes that share the heartbeat Lease is patched to name
+    the report Leases of 4 more: the pods may then write them (what `_ensure_children` does when the Role already existed)."""
     core, rbac = k8s.CoreV1Api(kube_client), k8s.RbacAuthorizationV1Api(kube_client)
     leases = k8s.CoordinationV1Api(kube_client)
 
@@ -83,24 +83,24 @@ def test_a_grown_jobs_role_grants_its_new_report_leases(
             "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}}})  # fmt: skip
 
     core.create_namespaced_service_account(namespace, unowned(builder.service_account(sized(1))))
-    rbac.create_namespaced_role(namespace, unowned(builder.role(sized(REPORTS_PER_LEASE))))
+    rbac.create_namespaced_role(namespace, unowned(builder.role(sized(SHARED_RANKS))))
     rbac.create_namespaced_role_binding(namespace, unowned(builder.role_binding(sized(1))))
-    for manifest in builder.report_leases(sized(3 * REPORTS_PER_LEASE)):
+    for manifest in builder.report_leases(sized(SHARED_RANKS + 4)):
         leases.create_namespaced_lease(namespace, unowned(manifest))
     request = k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=[]))
     token = core.create_namespaced_service_account_token(
         "grown-phalanx", namespace, request
     ).status.token
     as_pod = KubeAPI(control_plane.server, token=token, ca_file=control_plane.pki.ca_cert)
-    pod = f"grown-1-{2 * REPORTS_PER_LEASE}"
+    pod = f"grown-1-{SHARED_RANKS + 2}"
     report = Report(pod, "running", datetime.now(UTC), 1)
     with pytest.raises(KubeError) as denied:
         LeaseReports(namespace, "grown-heartbeat", api=as_pod).publish(report)
     assert denied.value.status == 403, "not yet granted"
 
-    grant_shards(rbac, sized(3 * REPORTS_PER_LEASE))
+    grant_shards(rbac, sized(SHARED_RANKS + 4))
     LeaseReports(namespace, "grown-heartbeat", api=as_pod).publish(report)
-    stored = leases.read_namespaced_lease("grown-heartbeat-2", namespace)
+    stored = leases.read_namespaced_lease(report_lease("grown-heartbeat", pod), namespace)
     facts = observe.lease_facts(kube_client.sanitize_for_serialization(stored))
     assert facts is not None
     assert set(facts.reports) == {pod}

@@ -11,32 +11,49 @@ from typing import Any
 import pytest
 
 from phalanx.models import TrainingJob, labels, names
-from phalanx.models.report_shards import REPORTS_PER_LEASE, report_lease, shard, shards_for
+from phalanx.models.report_shards import (
+    OWN_LEASES,
+    REPORTS_PER_LEASE,
+    SHARED_RANKS,
+    report_lease,
+    shard,
+    shards_for,
+)
 from phalanx.operator import builder, observe
 
-N = REPORTS_PER_LEASE
+N, S, OWN = REPORTS_PER_LEASE, SHARED_RANKS, OWN_LEASES
+PAST_OWN = OWN - S + 1
+"""The first shard of the blocks past `OWN_LEASES`."""
 
 
 @pytest.mark.parametrize(
     ("pod", "expected"),
-    [("llm-3-0", 0), (f"llm-3-{N - 1}", 0), (f"llm-3-{N}", 1), (f"llm-7-{20 * N + 3}", 20),
-     (f"llm-2-s{2 * N}", 2), ("llm-2-s1", 0), ("odd-name", 0)],
+    [("llm-3-0", 0), (f"llm-3-{S - 1}", 0), (f"llm-3-{S}", 1), (f"llm-3-{S + 5}", 6),
+     (f"llm-3-{OWN - 1}", PAST_OWN - 1), (f"llm-3-{OWN}", PAST_OWN),
+     (f"llm-3-{OWN + N - 1}", PAST_OWN), (f"llm-7-{OWN + 20 * N + 3}", PAST_OWN + 20),
+     ("llm-2-s1", 0), (f"llm-2-s{S + 2}", 3), ("odd-name", 0)],
 )  # fmt: skip
-def test_a_pods_shard_is_its_rank_or_standby_index_by_blocks(pod: str, expected: int) -> None:
+def test_a_pods_shard_is_shared_then_its_own_then_by_blocks_of_ranks(
+    pod: str, expected: int
+) -> None:
     assert shard(pod) == expected
 
 
 def test_shard_zero_is_the_heartbeat_lease() -> None:
     assert report_lease("llm-heartbeat", "llm-0-1") == "llm-heartbeat"
-    assert report_lease("llm-heartbeat", f"llm-0-{12 * N}") == "llm-heartbeat-12"
+    assert report_lease("llm-heartbeat", "llm-0-s0") == "llm-heartbeat"
+    assert report_lease("llm-heartbeat", f"llm-0-{S + 11}") == "llm-heartbeat-12"
 
 
 def test_shards_cover_every_rank_and_every_named_pod() -> None:
-    assert shards_for(1) == 1
-    assert shards_for(REPORTS_PER_LEASE) == 1
-    assert shards_for(REPORTS_PER_LEASE + 1) == 2
-    assert shards_for(20 * N) == 20
-    assert shards_for(1, [f"llm-0-{4 * N}"]) == 5, "a pod made before the job shrank"
+    assert shards_for(0) == 1
+    assert shards_for(S) == 1
+    assert shards_for(S + 1) == 2
+    assert shards_for(OWN) == PAST_OWN
+    assert shards_for(OWN + 1) == PAST_OWN + 1
+    assert shards_for(OWN + N) == PAST_OWN + 1
+    assert shards_for(OWN + N + 1) == PAST_OWN + 2
+    assert shards_for(1, [f"llm-0-{S + 3}"]) == 5, "a pod made before the job shrank"
 
 
 def job(max_nodes: int, spares: int = 0, status: dict[str, Any] | None = None) -> TrainingJob:
@@ -55,12 +72,12 @@ def granted(manifest: dict[str, Any]) -> list[str]:
 
 
 def test_a_small_job_has_only_its_heartbeat_lease() -> None:
-    assert builder.report_leases(job(N)) == []
-    assert granted(builder.role(job(N))) == ["llm-heartbeat"]
+    assert builder.report_leases(job(S)) == []
+    assert granted(builder.role(job(S))) == ["llm-heartbeat"]
 
 
-def test_a_large_job_gets_a_lease_per_block_of_ranks_and_its_pods_may_write_them() -> None:
-    large = job(3 * N - 1, spares=N)
+def test_a_larger_job_gets_a_lease_per_further_rank_and_its_pods_may_write_them() -> None:
+    large = job(S + 2, spares=1)
     leases = [m["metadata"]["name"] for m in builder.report_leases(large)]
     assert leases == ["llm-heartbeat-1", "llm-heartbeat-2"]
     assert granted(builder.role(large)) == ["llm-heartbeat", *leases]
@@ -69,11 +86,11 @@ def test_a_large_job_gets_a_lease_per_block_of_ranks_and_its_pods_may_write_them
 
 
 def test_spares_past_the_ranks_get_their_shards() -> None:
-    assert len(builder.report_leases(job(1, spares=2 * N))) == 1
+    assert len(builder.report_leases(job(1, spares=S + 1))) == 1
 
 
 def test_pods_named_in_status_keep_their_shard_after_the_job_shrank() -> None:
-    shrunk = job(1, status={"current": {"ranks": {f"llm-0-{3 * N}": 0}}})
+    shrunk = job(1, status={"current": {"ranks": {f"llm-0-{S + 2}": 0}}})
     assert granted(builder.role(shrunk))[-1] == "llm-heartbeat-3"
 
 
@@ -124,6 +141,6 @@ def test_the_last_shard_of_the_longest_name_is_a_valid_name() -> None:
                  "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}},
     })  # fmt: skip
     last = builder.report_leases(longest)[-1]["metadata"]["name"]
-    assert last.endswith(f"-heartbeat-{names.MAX_NODES // REPORTS_PER_LEASE - 1}")
+    assert last.endswith(f"-heartbeat-{PAST_OWN + (names.MAX_NODES - OWN) // N - 1}")
     assert len(last) <= 253
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", last)

@@ -1,23 +1,33 @@
-"""Where each pod's agent writes its report: one Lease per `REPORTS_PER_LEASE` ranks of the job.
+"""Where each pod's agent writes its report: node ranks (and standby indices) below
+`SHARED_RANKS` on the job's heartbeat Lease together, each rank from there to `OWN_LEASES` on a
+Lease of its own, and past that one Lease per `REPORTS_PER_LEASE` ranks.
 
 Why more than one Lease: every agent reports its state (started the epoch, failed, stands by) as
 an annotation of a Lease the operator watches, and a new epoch has every agent write at once.
 Writes to one object conflict: the API server applies each merge patch to the object's newest
 version and tries again when another write got there first, so N agents writing one Lease at
-once cost it on the order of N^2 attempts. Measured here (2 000 reports from 128 writers at once,
-kube-apiserver v1.33 on 2 cores): one Lease per pod 1 290 writes/s, per 4 pods 922/s, per 8
-669/s, per 10 410/s, per 20 355/s, per 100 71/s at 32 writers and requests timing out (10 s) at
-128. Kubernetes also caps an object's annotations at 256 KiB (about 1 000 reports), and each
-change sends the whole object to the operator. One Lease per pod would need a Role that names
-every pod's Lease (epochs make new pods) or lets pods create Leases (any name in the namespace:
-another job's Lease could be taken). So the reports are sharded by rank:
-node pod `<job>-<epoch>-<rank>` and standby `<job>-<epoch>-s<index>` report on shard
-`number // REPORTS_PER_LEASE`. Shard 0 is the heartbeat Lease itself, so a job of up to
-`REPORTS_PER_LEASE` pods keeps the objects it had; shard k is `<heartbeat Lease>-<k>`.
+once cost it on the order of N^2 attempts, and each change sends the whole object (every report
+on it) to the operator. Measured here (2 000 reports from 128 writers at once, kube-apiserver
+v1.33 on 2 cores): one Lease per pod 1 290 writes/s, per 4 pods 922/s, per 8 669/s, per 10
+410/s, per 20 355/s, per 100 71/s at 32 writers and requests timing out (10 s) at 128. In the
+in-place restart of a 2 000-pod job (assignment published -> every agent's acknowledgement
+written, `bench.large_job`): a Lease per pod 3.5 s, per 2 4.7 s, per 4 5.9 s, per 8 10.1 s (the
+API server's CPU in the restart 4.3 s against 11.6 s).
 
-The shard follows from the pod's name alone: no variable to pass, and it stays the same when the
-pod carries over into an epoch at another rank. The agent imports this module too (standard
-library only; see `phalanx.agent.bundle`).
+Why the first ranks share: every Lease is an object the operator creates with the job, and at
+1 000 jobs of 8 pods a Lease per pod (7 000 more creates) took pod creation from 1.5x to 2.1x the
+Job controller's time, for no faster recovery (a storm of 100 of those jobs restarting: p99
+10.7 s against 10.9 s): 8 writers on one Lease are not what slows a small job. Why not a Lease
+per pod at any size: the job's Role names every report Lease (a Role that lets pods create
+Leases would let them take any name in the namespace, another job's too), and at `MAX_NODES`
+that Role would outgrow what etcd stores (1.5 MiB); by blocks past `OWN_LEASES` it stays under
+1 MB at the bounds.
+
+The shard follows from the pod's name alone: node pod `<job>-<epoch>-<rank>` and standby
+`<job>-<epoch>-s<index>` report on the shard of that number. No variable to pass, and it stays
+the same when the pod carries over into an epoch at another rank. Shard 0 is the heartbeat Lease
+itself; shard k is `<heartbeat Lease>-<k>`. The agent imports this module too (standard library
+only; see `phalanx.agent.bundle`).
 """
 
 from __future__ import annotations
@@ -25,16 +35,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+SHARED_RANKS: Final = 8
+"""Ranks (and standby indices) below this report on the heartbeat Lease: a job of up to 8 node
+pods has that one Lease, as it had before reports were sharded."""
+
+OWN_LEASES: Final = 2048
+"""Ranks from `SHARED_RANKS` to this each report on a Lease of their own: every job the
+benchmarks run (2 000 pods the largest) acknowledges without conflicts past its first 8 ranks.
+At `MAX_NODES` (with its longest name) the Role names 14 285 Leases, about 1 MB."""
+
 REPORTS_PER_LEASE: Final = 8
-"""Reports per Lease: a job of up to 8 node pods keeps the one Lease it had, and writers per
-object stay few (669 writes/s above, half of one Lease per pod). A job of 2 000 pods has 250
-Leases, which its Role names; at `MAX_NODES` that Role names 12 500 (about 300 KiB)."""
+"""Ranks from `OWN_LEASES` on share a Lease by this many (669 writes/s above, half of a Lease
+per pod)."""
 
 
 def shard(pod: str) -> int:
-    """The shard of a pod's report: its rank (or standby index) in its name, by blocks."""
+    """The shard of a pod's report, from the rank (or standby index) at the end of its name."""
     suffix = pod.rsplit("-", 1)[-1].removeprefix("s")
-    return int(suffix) // REPORTS_PER_LEASE if suffix.isdigit() else 0
+    return _shard_of(int(suffix)) if suffix.isdigit() else 0
+
+
+def _shard_of(number: int) -> int:
+    if number < SHARED_RANKS:
+        return 0
+    if number < OWN_LEASES:
+        return number - SHARED_RANKS + 1
+    return OWN_LEASES - SHARED_RANKS + 1 + (number - OWN_LEASES) // REPORTS_PER_LEASE
 
 
 def shard_lease(heartbeat_lease: str, number: int) -> str:
@@ -49,5 +75,5 @@ def report_lease(heartbeat_lease: str, pod: str) -> str:
 
 def shards_for(pods: int, names: Iterable[str] = ()) -> int:
     """How many shards hold ranks and standby indices below `pods`, and the pods in `names`."""
-    needed = max(1, -(-pods // REPORTS_PER_LEASE))
+    needed = _shard_of(max(pods, 1) - 1) + 1
     return max([needed, *(shard(name) + 1 for name in names)])

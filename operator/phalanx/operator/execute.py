@@ -260,7 +260,8 @@ class Executor:
         without `epoch` (one was found missing). Not once per epoch: a restart that made them
         again sent six creates the API server answered 409, one after another before the
         epoch's pods (a storm of 108 restarts: 648 of its 1 620 requests). A child deleted by
-        hand is made again by the next operator (a restart, or the leader's successor)."""
+        hand is made again by the next operator (a restart, or the leader's successor). The
+        report Leases (one per rank past the first 8) go in batches, as the pods do."""
         key, again = _key(job), epoch is None
         ensured = (job.metadata.uid or "", builder.report_shard_count(job))
         if not again and self.expectations.children_made(key, ensured):
@@ -272,13 +273,15 @@ class Executor:
             (self.rbac.create_namespaced_role, builder.role(job)),
             (self.rbac.create_namespaced_role_binding, builder.role_binding(job)),
             (self.coordination.create_namespaced_lease, builder.heartbeat_lease(job)),
-            *((self.coordination.create_namespaced_lease, m) for m in builder.report_leases(job)),
             (self.policy.create_namespaced_pod_disruption_budget, builder.disruption_budget(job)),
         )  # fmt: skip
         for create, manifest in children:
             made = self._create(job, partial(create, _ns(job), _preload_content=False), manifest)
             if not made and manifest["kind"] == "Role":
                 grant_shards(self.rbac, job)
+        lease = partial(self.coordination.create_namespaced_lease, _ns(job), _preload_content=False)
+        reports = [partial(self._create, job, lease, m) for m in builder.report_leases(job)]
+        slow_start.run(reports, self._creates, self._waited)  # a Lease per rank: 1 993 at 2 000
         if not again:
             self.expectations.children_created(key, ensured)
 

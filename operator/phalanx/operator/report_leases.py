@@ -2,8 +2,8 @@
 Role kept naming every shard its pods write, and a deleted pod's report dropped from its shard.
 
 Why the Role is patched: it is made once, with the job's first epoch, for the shards
-spec.replicas.max needed then; a job that grows past another `REPORTS_PER_LEASE` ranks needs
-its new pods' shards granted before they report (the names only grow: a pod made before the
+spec.replicas.max needed then; a job that grows needs its new pods' shards (one per rank past
+`SHARED_RANKS`) granted before they report (the names only grow: a pod made before the
 job shrank still writes the shard of its name).
 """
 

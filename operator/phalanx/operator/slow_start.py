@@ -1,5 +1,6 @@
-"""A plan's pod creates sent in batches that double, as the Job and ReplicaSet controllers send
-theirs (`slowStartBatch` in kube-controller-manager).
+"""A plan's pod creates (and a job's report Leases, a Lease per rank) sent in batches that
+double, as the Job and ReplicaSet controllers send theirs (`slowStartBatch` in
+kube-controller-manager).
 
 Why: one after another, a reconcile that creates a large job's pods waits for one round trip per
 pod: 200 pods took 5.8 s on kwok (2 000 would take about a minute at that rate); in batches,
@@ -22,7 +23,7 @@ MAX_IN_FLIGHT = 32
 
 
 def run(
-    calls: Sequence[Callable[[], None]], pool: ThreadPoolExecutor,
+    calls: Sequence[Callable[[], object]], pool: ThreadPoolExecutor,
     waited: Callable[[float], None] = lambda _: None,
 ) -> None:  # fmt: skip
     """Carry out `calls` on `pool` in batches of 1, 2, 4... (at most `MAX_IN_FLIGHT`), each
@@ -46,7 +47,7 @@ def run(
 
 
 def together(
-    calls: Sequence[Callable[[], None]], pool: ThreadPoolExecutor,
+    calls: Sequence[Callable[[], object]], pool: ThreadPoolExecutor,
     waited: Callable[[float], None] = lambda _: None,
 ) -> None:  # fmt: skip
     """Carry out `calls` on `pool` all at once (as many at a time as its threads), for requests

@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import lease_name, node_pod_name
 from phalanx.models.report_shards import shard_lease
-from phalanx.operator.builder import BuildSettings
+from phalanx.operator.builder import BuildSettings, report_shard_count
 from phalanx.operator.execute import Executor
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import CreateNodePod, DeletePods, EnsureChildren, Plan
@@ -147,7 +147,8 @@ def test_children_are_made_once_per_job_and_shard_count_not_per_epoch(
     assert service_exists(), "a new operator did not make the missing Service again"
 
     grown = job.model_copy(deep=True)
-    grown.spec.replicas.max = 16  # two report shards now
-    second = shard_lease(lease_name("kids"), 1)
+    grown.spec.replicas.max = 16  # report shards for ranks it had none for
+    last = shard_lease(lease_name("kids"), report_shard_count(grown) - 1)
+    assert last != shard_lease(lease_name("kids"), report_shard_count(job) - 1)
     ensure(executor, 3, grown)
-    assert leases.read_namespaced_lease(second, namespace).metadata.name == second
+    assert leases.read_namespaced_lease(last, namespace).metadata.name == last

@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from phalanx.agent.kubeapi import KubeAPI, KubeError, lease_path
 from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.agent.wire import Report
-from phalanx.models.report_shards import REPORTS_PER_LEASE
+from phalanx.models.report_shards import SHARED_RANKS, report_lease, shard_lease, shards_for
 from phalanx.models.vocabulary import AgentState
 from tests.integration.operator.conftest import Cluster
 from tests.support.controlplane import ControlPlane, wait_until
@@ -89,12 +89,13 @@ def test_a_failed_worker_restarts_the_gang_in_place(
     assert cluster.kubelet.pods("inplace", epoch=2) == {}, "no pod of epoch 2 was created"
 
 
-def test_a_job_past_one_block_of_ranks_reads_its_agents_on_every_report_lease(
+def test_a_job_of_many_ranks_reads_its_agents_on_every_report_lease(
     control_plane: ControlPlane, cluster: Cluster
 ) -> None:
-    """The last rank's agent reports on the job's second report Lease, which only its pods may write;
-    the operator reads both Leases, so every pod carries over into the in-place epoch."""
-    ns, size = cluster.namespace, REPORTS_PER_LEASE + 1
+    """The last rank's agent reports on a report Lease of its own (past the ranks that share the
+    heartbeat Lease), which only the job's pods may write; the operator reads every Lease, so
+    every pod carries over into the in-place epoch."""
+    ns, size = cluster.namespace, SHARED_RANKS + 1
     cluster.create_job("wide", replicas={"min": size, "max": size})
     pods = cluster.kubelet.start_gang("wide", 1, size)
     names = [str(pods[r].metadata.name) for r in range(size)]
@@ -102,10 +103,12 @@ def test_a_job_past_one_block_of_ranks_reads_its_agents_on_every_report_lease(
         reports = LeaseReports(ns, "wide-heartbeat", api=api)
         for name in names:
             reports.publish(Report(name, "running", datetime.now(UTC), 1))
-        shard = k8s.CoordinationV1Api(cluster.api).read_namespaced_lease("wide-heartbeat-1", ns)
+        last = report_lease("wide-heartbeat", names[-1])
+        shard = k8s.CoordinationV1Api(cluster.api).read_namespaced_lease(last, ns)
         assert set(shard.metadata.annotations) == {f"agent.phalanx.dev/{names[-1]}"}
-        with pytest.raises(KubeError) as denied:  # another shard's name, not granted
-            api.merge_patch(lease_path(ns, "wide-heartbeat-2"), {"metadata": {"labels": {}}})
+        past = shard_lease("wide-heartbeat", shards_for(size))
+        with pytest.raises(KubeError) as denied:  # a shard past the job's, not granted
+            api.merge_patch(lease_path(ns, past), {"metadata": {"labels": {}}})
         assert denied.value.status == 403
         cluster.wait_status("wide", lambda s: s.get("phase") == "Running", "Running")
         reports.publish(Report(names[-1], "failed", datetime.now(UTC), 1, exit_code=137,

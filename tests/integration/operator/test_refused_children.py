@@ -2,7 +2,8 @@
 
 Covers: the longest name the CRD admits runs, and its pods, Service, Lease, ServiceAccount, Role
 and RoleBinding are created; the worst case (longest name, last epoch, last rank, standby index)
-passes the API server's own validation (server-side dry run); and a child the API server refuses
+passes the API server's own validation (server-side dry run), and the Role naming every report
+Lease of a job at `MAX_NODES` is stored; and a child the API server refuses
 as Invalid although the job was admitted (a container port name the CRD passes through) gives a
 ConfigurationError condition and a Warning event in the API server's words, is not retried for
 the same spec however often the job is reconciled, and is tried again once the spec is fixed; in
@@ -19,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from phalanx.models import names
 from phalanx.models.job import TrainingJob
+from phalanx.models.report_shards import shards_for
 from phalanx.operator import builder
 from tests.integration.operator.conftest import Cluster, training_job
 from tests.support.controlplane import wait_until
@@ -94,6 +96,14 @@ def test_last_epoch_and_rank_pass_the_api_servers_validation(cluster: Cluster) -
     for body in (pod, standby):
         core.create_namespaced_pod(ns, body, dry_run="All")
     assert len(pod["spec"]["hostname"]) == names.DNS_LABEL_MAX
+    # The Role naming every report Lease at the bounds is stored (etcd keeps 1.5 MiB an object;
+    # a dry run never reaches it), under a name of its own: the operator may be making the job's.
+    role = builder.role(job)
+    role["metadata"]["name"] = "the-role-at-the-bounds"
+    rbac = k8s.RbacAuthorizationV1Api(cluster.api)
+    rbac.create_namespaced_role(ns, role)
+    stored = rbac.read_namespaced_role("the-role-at-the-bounds", ns)
+    assert len(stored.rules[0].resource_names) == shards_for(names.MAX_NODES)
 
 
 def test_invalid_child_is_a_configuration_error_not_a_retry_loop(cluster: Cluster) -> None:

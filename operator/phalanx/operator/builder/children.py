@@ -1,5 +1,5 @@
 """The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases
-(and, past `REPORTS_PER_LEASE` pods, more Leases for the agents' reports), the ServiceAccount +
+(and, past 8 node pods, more Leases for the agents' reports), the ServiceAccount +
 Role + RoleBinding that let its pods update the heartbeat and report Leases and read the
 assignment Lease, and nothing else, and the PodDisruptionBudget of its node pods."""
 
@@ -114,7 +114,7 @@ def report_shard_count(job: TrainingJob) -> int:
 
 def report_leases(job: TrainingJob) -> list[Manifest]:
     """The report Leases past the heartbeat Lease (shard 0): none for a job of up to
-    `REPORTS_PER_LEASE` pods."""
+    `SHARED_RANKS` pods."""
     heartbeat = lease_name(job.metadata.name or "")
     return [
         _lease(job, shard_lease(heartbeat, number), {})
