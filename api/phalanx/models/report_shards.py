@@ -17,7 +17,8 @@ API server's CPU in the restart 4.3 s against 11.6 s).
 Why the first ranks share: every Lease is an object the operator creates with the job, and at
 1 000 jobs of 8 pods a Lease per pod (7 000 more creates) took pod creation from 1.5x to 2.1x the
 Job controller's time, for no faster recovery (a storm of 100 of those jobs restarting: p99
-10.7 s against 10.9 s): 8 writers on one Lease are not what slows a small job. Why not a Lease
+10.7 s, where one Lease per job measured 10.9 and 11.4 s in two runs): 8 writers on one Lease
+are not what slows a small job. Why not a Lease
 per pod at any size: the job's Role names every report Lease (a Role that lets pods create
 Leases would let them take any name in the namespace, another job's too), and at `MAX_NODES`
 that Role would outgrow what etcd stores (1.5 MiB); by blocks past `OWN_LEASES` it stays under
