@@ -22,6 +22,7 @@ import itertools
 import logging
 import os
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,13 +94,16 @@ class Header:
         return header
 
 
-def flatten(state: Any) -> tuple[Any, list[torch.Tensor]]:
-    """The state's skeleton (each tensor replaced by its `Leaf`) and its tensors, in order."""
+def flatten(
+    state: Any, leaf: Callable[[torch.Tensor], torch.Tensor] | None = None
+) -> tuple[Any, list[torch.Tensor]]:
+    """The state's skeleton (each tensor replaced by its `Leaf`) and its tensors, in order
+    (each passed through `leaf` first, when given)."""
     tensors: list[torch.Tensor] = []
 
     def walk(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            tensors.append(value)
+            tensors.append(value if leaf is None else leaf(value))
             return Leaf(len(tensors) - 1)
         if isinstance(value, dict):
             return {key: walk(item) for key, item in value.items()}
@@ -160,6 +164,7 @@ class Slot:
         self.pin = pin
         """Register the mapping with CUDA, so device-to-host copies into it are asynchronous."""
         self._mapped: torch.Tensor | None = None
+        self._views: tuple[tuple[Entry, ...], list[torch.Tensor]] | None = None
         self._registered = False
         self._step: int | None = None
         self._known = False
@@ -193,12 +198,21 @@ class Slot:
             self.release()
             self.data.touch()
             os.truncate(self.data, size)
+            self._views = None
             self._mapped = torch.from_file(
                 str(self.data), shared=True, size=size, dtype=torch.uint8
             )
             if self.pin:
                 self._register()
         return self._mapped
+
+    def tensors(self, entries: tuple[Entry, ...], size: int) -> list[torch.Tensor]:
+        """`views` of the slot's bytes for writing, made once while the layout holds (a
+        snapshot of the quickstart's model has 81 tensors: their views cost as much as the copy)."""
+        buffer = self.buffer(size)
+        if self._views is None or self._views[0] is not entries:
+            self._views = entries, views(buffer, entries)
+        return self._views[1]
 
     def commit(self, header: Header) -> None:
         temporary = self.meta.with_suffix(".tmp")
@@ -224,7 +238,7 @@ class Slot:
         """Unmap (and unpin) the slot's bytes; the files stay."""
         if self._mapped is not None and self._registered:
             torch.cuda.cudart().cudaHostUnregister(self._mapped.data_ptr())  # type: ignore[no-untyped-call]
-        self._mapped, self._registered = None, False
+        self._mapped, self._views, self._registered = None, None, False
 
     def _register(self) -> None:
         assert self._mapped is not None

@@ -8,13 +8,13 @@ host memory that survives a worker and goes with the pod, as a machine's memory 
 machine. The agent names one directory per pod (PHALANX_CHECKPOINT_MEMORY_DIR) and removes it
 when it exits.
 
-What a snapshot costs the training thread: the state dict, its structure pickled (small), the
-copy of the tensors into preallocated slots (`arena`: a mapped file, pinned on a GPU, one
-`_foreach_copy_` that releases the GIL), and the start of a background job that commits it and
-makes the buddy copy. On a GPU the copy itself is that job's too: DMA on a stream of its own
-beside the next step's forward and backward passes, which the next optimizer step waits for
-(`wait_staged`). On the CPU it is not: there the background thread would take the cores
-training runs on.
+What a snapshot costs the training thread: the state dict (its tensors named once, then kept:
+`AppState.snapshot_state_dict`), its structure pickled (small), the copy of the tensors into
+preallocated slots (`arena`: a mapped file, pinned on a GPU, one `_foreach_copy_` that releases
+the GIL), and the start of a background job that commits it and makes the buddy copy. On a GPU
+the copy itself is that job's too: DMA on a stream of its own beside the next step's forward and
+backward passes, which the next optimizer step waits for (`wait_staged`). On the CPU it is not:
+there the background thread would take the cores training runs on.
 
 What is kept, two slots per rank (the newest whole snapshot survives a kill during the next):
 - sharded (FSDP, tensor parallel): each rank its own shard, and a copy of its buddy's (the rank
@@ -45,7 +45,7 @@ import torch.distributed as dist
 from phalanx.resume import arena, devices, peers, wire
 from phalanx.resume.arena import Header, Slot, Unit
 from phalanx.resume.collectives import all_ok
-from phalanx.resume.statedict import has_shards, local_view, restore_into
+from phalanx.resume.statedict import has_shards, local_tensors, restore_into
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ class MemorySnapshots:
     _worker: ThreadPoolExecutor | None = field(default=None, init=False)
     _stream: Any = field(default=None, init=False)
     _slot_cache: dict[str, tuple[Slot, Slot]] = field(default_factory=dict, init=False)
+    _laid_out: tuple[Any, tuple[arena.Entry, ...], int] | None = field(default=None, init=False)
 
     @property
     def enabled(self) -> bool:
@@ -96,9 +97,9 @@ class MemorySnapshots:
         if not self.enabled or step % self.interval_steps:
             return False
         self.wait()
-        state = stateful.state_dict()
-        replicated = not has_shards(state)
-        skeleton, tensors = arena.flatten(local_view(state))
+        state = _snapshot_state(stateful)
+        skeleton, tensors, sharded = local_tensors(state)
+        replicated = not sharded
         roles = self._roles = self._roles or self._assign()
         rank, world = _rank_and_world()
         if replicated:
@@ -107,7 +108,7 @@ class MemorySnapshots:
         else:
             first, end = 0, len(tensors)
             unit = Unit(step, self.part, "shard", rank, world)
-        entries, size = arena.layout(tensors[first:end])
+        entries, size = self._layout(tensors[first:end])
         header = Header(unit, pickle.dumps(skeleton), first, entries, size)
         devices.settle()
         self._copied = copied = threading.Event()
@@ -122,6 +123,14 @@ class MemorySnapshots:
             self._job = self._worker.submit(self._finish, header, written, not replicated)
         return True
 
+    def _layout(self, tensors: list[torch.Tensor]) -> tuple[tuple[arena.Entry, ...], int]:
+        """`arena.layout`, kept while every tensor's dtype and shape are: the same entries
+        let each slot keep its views (`Slot.tensors`)."""
+        key = tuple((tensor.dtype, tensor.shape) for tensor in tensors)
+        if self._laid_out is None or self._laid_out[0] != key:
+            self._laid_out = key, *arena.layout(tensors)
+        return self._laid_out[1], self._laid_out[2]
+
     def _take(self, header: Header, tensors: list[torch.Tensor], copied: threading.Event,
               keep_copy: bool) -> None:  # fmt: skip
         """The background job on a GPU: the copy, then `_finish`."""
@@ -134,9 +143,8 @@ class MemorySnapshots:
         try:
             slot = _older(self.own_slots())
             slot.invalidate()
-            buffer = slot.buffer(header.size)
-            self._copy(arena.views(buffer, header.entries), tensors)
-            return slot, buffer
+            self._copy(slot.tensors(header.entries, header.size), tensors)
+            return slot, slot.buffer(header.size)
         except BaseException as error:  # a full tmpfs: storage checkpoints still work
             self._error = error
             return None
@@ -330,6 +338,13 @@ def _assemble(units: tuple[Unit, ...], held: dict[Unit, Slot],
     parts.sort(key=lambda part: part[0].first)
     tensors = [tensor for _, views in parts for tensor in views]
     return arena.unflatten(pickle.loads(parts[0][0].skeleton), tensors)
+
+
+def _snapshot_state(stateful: Any) -> Any:
+    """The state to snapshot: the stateful's `snapshot_state_dict()` when it has one (AppState:
+    the same state, its tensor names kept from one snapshot to the next), else `state_dict()`."""
+    snapshot = getattr(stateful, "snapshot_state_dict", None)
+    return snapshot() if callable(snapshot) else stateful.state_dict()
 
 
 def _rank_and_world() -> tuple[int, int]:

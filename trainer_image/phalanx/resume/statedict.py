@@ -13,16 +13,23 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
+from phalanx.resume import arena
 
-def local_view(value: Any) -> Any:
-    """The state dict with every DTensor replaced by its local part (a view: nothing is copied)."""
-    if isinstance(value, dict):
-        return {key: local_view(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(local_view(item) for item in value)
-    if isinstance(value, DTensor):
-        return value.to_local()
-    return value
+
+def local_tensors(state: Any) -> tuple[Any, list[torch.Tensor], bool]:
+    """`arena.flatten` of the state with every DTensor replaced by its local part (a view:
+    nothing is copied), and whether there was one (the state is sharded, not replicated)."""
+    sharded = False
+
+    def local(tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal sharded
+        if isinstance(tensor, DTensor):
+            sharded = True
+            return tensor.to_local()
+        return tensor
+
+    skeleton, tensors = arena.flatten(state, local)
+    return skeleton, tensors, sharded
 
 
 def has_shards(value: Any) -> bool:
