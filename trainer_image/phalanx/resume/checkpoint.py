@@ -168,6 +168,10 @@ class CheckpointManager:
         assert step is not None
         self._committed(step)
 
+    def uploading(self) -> bool:
+        """Whether an async save is still being written (`wait` would block on it)."""
+        return self._pending is not None and not self._pending.done()
+
     def poll(self) -> None:
         """Finish the bookkeeping of an async save that has completed meanwhile (its commit
         callback, pruning) without waiting for one that has not."""
