@@ -3,12 +3,14 @@ range, node losses, and the intervals derived from the measured terms."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 
 from bench import stats
+from bench.goodput import job
 from bench.intervals import bound
 from bench.report_format import pct as _pct
 from bench.report_format import ratio as _ratio
@@ -131,6 +133,7 @@ def _goodput_section(figures: Figures) -> list[str]:
         "failure, which a resume from memory snapshots beats when the survivors' snapshot is "
         "newer (the measured figure is then above its bound).",
     ]
+    lines += _gap_lines(runs)
     if lost:
         lines += ["", "Derived rows: each repeat's goodput without failures less the time one "
                   "failure cost in that repeat's runs with failures ((G0 - G) x window / "
@@ -139,6 +142,68 @@ def _goodput_section(figures: Figures) -> list[str]:
                       f"{s} " + ", ".join(f"{v:.2f} s" for v in values)
                       for s, values in lost.items()) + "."]  # fmt: skip
     return lines
+
+
+STEP_KINDS = ("the first after a checkpoint", "after a checkpoint", "the first after a snapshot",
+              "after a snapshot", "the others")  # fmt: skip
+
+
+def step_kind(step: int, checkpoint_every: int, snapshot_every: int, first: set[str]) -> str:
+    """Which kind of step `step` is, by what the step before it saved: the first of a kind
+    pays one-time costs (host buffers touched for the first time), so it is counted apart."""
+    before = step - 1
+    if before > 0 and before % checkpoint_every == 0:
+        kind = "after a checkpoint"
+    elif before > 0 and snapshot_every and before % snapshot_every == 0:
+        kind = "after a snapshot"
+    else:
+        return "the others"
+    if kind in first:
+        return kind
+    first.add(kind)
+    return f"the first {kind}"
+
+
+def time_above_median(run: Figures, checkpoint_every: int, snapshot_every: int) -> dict[str, float]:
+    """Seconds a run's consecutive steps took beyond its median step, by `step_kind` (the
+    steps that follow a save, as both systems number them: torchrun's snapshot steps save
+    nothing and show what those steps cost without a snapshot)."""
+    extra = dict.fromkeys(STEP_KINDS, 0.0)
+    first: set[str] = set()
+    for a, b in itertools.pairwise(run["steps"]):
+        if b["step"] == a["step"] + 1:
+            kind = step_kind(b["step"], checkpoint_every, snapshot_every, first)
+            extra[kind] += b["time"] - a["time"] - run["step_time"]
+    return extra
+
+
+def _gap_lines(runs: list[Figures]) -> list[str]:
+    """Where the time of the runs without failures went, Phalanx beside torchrun."""
+    cadence = job(1).spec.checkpoint
+    rows = []
+    for failure, name in (("worker", "the quickstart"), ("large", "117.5 M")):
+        for system in COLOURS:
+            group = _group(runs, system, failure, None)
+            if not group:
+                continue
+            parts = [time_above_median(r, cadence.interval_steps, cadence.memory_interval_steps)
+                     for r in group]  # fmt: skip
+            cells = " | ".join(f"{stats.median([p[k] for p in parts]):.2f} s" for k in STEP_KINDS)
+            rows.append(f"| {name}, {system} | {cells} |")
+    if not rows:
+        return []
+    return [
+        "",
+        f"Where the runs without failures lost time: seconds their steps took beyond the run's "
+        f"median step, by what the step before saved (a checkpoint every "
+        f"{cadence.interval_steps} steps; Phalanx's memory snapshot every "
+        f"{cadence.memory_interval_steps}; torchrun's steps of the same numbers save nothing); "
+        "medians over the repeats. The first of a kind touches new host buffers, once per run.",
+        "",
+        "| run | " + " | ".join(STEP_KINDS) + " |",
+        "| --- |" + " --- |" * len(STEP_KINDS),
+        *rows,
+    ]
 
 
 LARGE_MODEL = "117.5 M parameters, real compute (2 nodes x 1 process, about 1.3 s a step)"

@@ -3,7 +3,8 @@
 Covers: goodput = kept steps x median step / window (a redone step counts once); the save share
 is the time steps took beyond the median, net; a recovery is the kill to the first step after
 the pause; steps logged after the window are left out; the bound takes the run's own failure
-interval.
+interval; the time above the median is split by what the step before saved (the report's
+"where the runs without failures lost time").
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from bench.intervals import Run, _window, _window_for, bound, derived, lost_per_failure
+from bench.report_goodput import step_kind, time_above_median
 
 
 def steps(*spans: tuple[float, int, int]) -> list[dict[str, float | int]]:
@@ -71,3 +73,24 @@ def test_node_losses_are_not_counted_as_worker_kills() -> None:
 
 def test_a_window_holds_whole_intervals() -> None:
     assert [_window_for(90, m) for m in (30, 60, 600)] == [90, 120, 600]
+
+
+def test_time_above_the_median_is_split_by_what_the_step_before_saved() -> None:
+    # steps 1..60, 0.1 s apart, except: the step after each save of step 20 or 40 takes 0.5 s
+    # more (the first 0.9 s more), the step after a snapshot (10, 30, 50) 0.05 s more
+    times, t = [], 0.0
+    for step in range(1, 61):
+        extra = {21: 0.9, 41: 0.5, 11: 0.05, 31: 0.05, 51: 0.05}.get(step, 0.0)
+        t += 0.1 + extra
+        times.append({"time": round(t, 3), "step": step})
+    run = {"steps": times, "step_time": 0.1}
+    parts = time_above_median(run, checkpoint_every=20, snapshot_every=10)
+    assert parts == {
+        "the first after a checkpoint": pytest.approx(0.9),
+        "after a checkpoint": pytest.approx(0.5),
+        "the first after a snapshot": pytest.approx(0.05),
+        "after a snapshot": pytest.approx(0.1),
+        "the others": pytest.approx(0.0, abs=1e-9),
+    }
+    assert step_kind(21, 20, 0, set()) == "the first after a checkpoint", "snapshots off"
+    assert step_kind(11, 20, 0, set()) == "the others"
