@@ -89,11 +89,11 @@ class MemorySnapshots:
 
     # taking snapshots -----------------------------------------------------------------------
     def maybe_save(self, step: int, stateful: Any) -> bool:
-        """Snapshot `stateful.state_dict()` at `step` when the cadence says so. On a GPU the copy
-        runs in the background (the optimizer step waits for it); on the CPU it is made here, as
-        measured (bench.snapshot, 117.5 M parameters on 2 cores: 79 ms alone, 278 ms a snapshot
-        beside training's threads). Committing it and the buddy copy always run in the
-        background. True if a snapshot was taken."""
+        """Snapshot the stateful's state (`_snapshot_state`) at `step` when the cadence says
+        so. On a GPU the copy runs in the background (the optimizer step waits for it); on the
+        CPU it is made here, as measured (bench.snapshot, 117.5 M parameters on 2 cores: 79 ms
+        alone, 278 ms a snapshot beside training's threads). Committing it and the buddy copy
+        always run in the background. True if a snapshot was taken."""
         if not self.enabled or step % self.interval_steps:
             return False
         self.wait()

@@ -193,9 +193,9 @@ class Resumable:
     def _blocked_by_save(self) -> contextlib.AbstractContextManager[None]:
         """`reporter.saving` around a periodic save when it blocks training: a sync save, or
         one that first waits for the last save's upload. An async save only starts its
-        upload and returns, so it is not reported: two heartbeat writes on rank 0 right after
-        the upload thread started cost it 5 to 14 ms of the step in the quickstart (the GIL
-        goes back and forth with that thread), the most of what a checkpoint cost Phalanx
+        upload and returns, so it is not reported: in the quickstart, the report's closing
+        heartbeat write, right after the upload thread started, took rank 0 14 ms (the GIL goes
+        back and forth with that thread), about half of what a checkpoint step cost Phalanx
         beyond torchrun's same save."""
         if self.settings.async_save and not self.checkpoints.uploading():
             return contextlib.nullcontext()
