@@ -1,11 +1,12 @@
 """A resize is invisible to the training trajectory (real processes, gloo on CPU, deterministic).
 
-Reference: 4 ranks, 120 steps, uninterrupted. Resized: a rank is SIGKILLed at step 40 and at step
-80; the job resumes from the newest checkpoint at world size 3, then 4 (for TP=2: 4 -> 2 -> 4 ranks,
+Reference: 4 ranks, 60 steps, uninterrupted. Resized: a rank is SIGKILLed at step 25 and at step
+45; the job resumes from the newest checkpoint at world size 3, then 4 (for TP=2: 4 -> 2 -> 4 ranks,
 the tensor group kept whole; for PP=2 likewise, the pipeline of two stages kept whole, so a resize
 changes the data-parallel degree only). From the first resumed step on, every step's loss matches the
 reference within 1e-4, and every sample is used exactly once per data epoch in both runs.
-The global batch (10) does not divide 3 or 4 ranks evenly: the loss weighting is exercised.
+The global batch (10) does not divide 3 or 4 ranks evenly: the loss weighting is exercised. A data
+epoch is 15 steps, so both resumes land inside one (steps 20 and 40, by the checkpoints every 10).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import pytest
 
 from tests.support.gang import check_exactly_once, kept_trajectory, run_until_step, start_node
 
-STEPS = 120
+STEPS = 60  # four data epochs
 GLOBAL_BATCH = 10
-DATASET = 200
+DATASET = 150
 TRAINER: dict[str, Any] = {"steps": STEPS, "global_batch_size": GLOBAL_BATCH, "micro_batch_size": 2, "checkpoint_interval_steps": 10,
            "dataset_samples": DATASET, "learning_rate": 0.003}  # fmt: skip
 CASES = {
@@ -33,8 +34,8 @@ CASES = {
 def run(
     workdir: Path, worlds: tuple[int, ...], settings: dict[str, Any], env: dict[str, str]
 ) -> None:
-    """Run to the end, SIGKILLing a rank at steps 40 and 80 and resuming at the next world size."""
-    kill_at = [40, 80][: len(worlds) - 1]
+    """Run to the end, SIGKILLing a rank at steps 25 and 45 and resuming at the next world size."""
+    kill_at = [25, 45][: len(worlds) - 1]
     for epoch, world in enumerate(worlds):
         node = start_node(workdir, world, epoch=epoch, trainer={**TRAINER, **settings}, env=env)
         if epoch < len(kill_at):
