@@ -17,7 +17,7 @@ from aiohttp import web
 from kubernetes import client as k8s
 from prometheus_client import start_http_server
 
-from phalanx.operator import kube, slow_start
+from phalanx.operator import allocator, kube, slow_start
 from phalanx.operator.builder.children import PODGROUP_GROUP
 from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION
 from phalanx.operator.execute import Executor
@@ -144,6 +144,7 @@ def main() -> None:
     """Console entry point: settings from PHALANX_OPERATOR_* env and flags."""
     settings = OperatorSettings(_cli_parse_args=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    allocator.cap_arenas(settings.malloc_arenas)  # before any thread starts
     metrics = OperatorMetrics()
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=metrics.registry)

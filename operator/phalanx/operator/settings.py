@@ -68,6 +68,11 @@ class OperatorSettings(BaseSettings):
     and the pods were all created 14 % sooner (bench/controlplane.py). A reconcile plans only
     once one of them is free (`Reconciler`), and the API client keeps a connection for each."""
 
+    malloc_arenas: Annotated[int, Field(ge=0, le=1024)] = 2
+    """Most glibc malloc arenas the process may use (`allocator.cap_arenas`); 0 keeps glibc's
+    default of 8 per core. With one arena per API thread, the operator's resident memory grew
+    with its threads, not its jobs."""
+
     leader_election: bool = False
     """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the
     chart turns it on. Off: this operator acts at once and alone (the local backend, tests)."""
