@@ -70,8 +70,7 @@ class OperatorSettings(BaseSettings):
 
     malloc_arenas: Annotated[int, Field(ge=0, le=1024)] = 2
     """Most glibc malloc arenas the process may use (`allocator.cap_arenas`); 0 keeps glibc's
-    default of 8 per core. With one arena per API thread, the operator's resident memory grew
-    with its threads, not its jobs."""
+    default of 8 per core, which left free space in up to 16 arenas for the API threads."""
 
     leader_election: bool = False
     """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the
