@@ -16,6 +16,15 @@ cost this 2-core machine's client side seconds that real pods spend on their own
 server's side of them is spared too, which the report says). Between `starting` and `training`
 a real agent also reports `rendezvous`, `loading` and `first-step`; the fleet reports the first
 and the last, which is what the operator needs to carry a pod over and to see it train.
+
+A real pod reports `training` once its workers reported a step, and the epoch's rank 0 then
+renews the job's heartbeat Lease with its step every heartbeat period. The fleet's rank 0 writes
+that heartbeat once, with the epoch's first step, when it reports `training`: without it the
+operator sees an epoch that says it trains and never completes a step, and restarts it once the
+start-up timeout runs out. The step then stands still, which the operator would take for a hang
+while the heartbeat is renewed: the jobs the fleet plays set `hangTimeoutSeconds` past any run
+(`FAILURE_POLICY`) rather than have the fleet renew every job's heartbeat every 2 s, 500 writes
+a second at 1 000 jobs, more than this machine's API server takes beside the rest.
 """
 
 from __future__ import annotations
@@ -38,12 +47,17 @@ from kubernetes import client as k8s
 from bench.tally import follow
 from phalanx.agent.kubeapi import KubeAPI
 from phalanx.agent.lease_channel import LeaseReports, parse
+from phalanx.agent.sinks import LeaseSink
 from phalanx.agent.wire import Assignment, Report
 from phalanx.models import labels
+from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.names import assignment_lease_name, lease_name
 from phalanx.models.vocabulary import AgentPhase
 
 THREADS = 64
+FAILURE_POLICY: dict[str, int] = {"hangTimeoutSeconds": 3600}
+"""What the jobs the fleet plays set in spec.failurePolicy: their step does not move (see the
+module's docstring)."""
 TRAINING_AFTER_SECONDS = 1.0
 """How long after acknowledging an epoch a simulated agent says its workers train."""
 
@@ -103,6 +117,8 @@ class AgentFleet:
     """Pod name -> the epoch its agent last started."""
     running: dict[str, str] = field(default_factory=dict)
     """Running pod name -> its job."""
+    node_ranks: dict[str, int] = field(default_factory=dict)
+    """Pod name -> the node rank its labels gave it (its rank until an assignment says)."""
     assignments: dict[str, Assignment] = field(default_factory=dict)
     """Job -> its newest assignment."""
     acknowledged: dict[tuple[str, int], Acknowledged] = field(default_factory=dict)
@@ -168,6 +184,7 @@ class AgentFleet:
                 return
             self.running[name] = job
             epoch = int((meta.get("labels") or {}).get(labels.EPOCH, "0"))
+            self.node_ranks[name] = int((meta.get("labels") or {}).get(labels.NODE_RANK, "-1"))
             assignment = self.assignments.get(job)
         if assignment is not None and assignment.epoch > epoch and name in assignment.ranks:
             epoch = assignment.epoch  # started after its epoch was replaced: joins the newest
@@ -227,6 +244,26 @@ class AgentFleet:
         report = Report(pod, "running", since, epoch, phase=phase, renewed=datetime.now(UTC),
                         renew_seconds=2.0)  # fmt: skip
         self._send(job, report)
+        if phase == "training" and self._rank(job, pod, epoch) == 0:
+            self._beat(job, pod, epoch)
+
+    def _rank(self, job: str, pod: str, epoch: int) -> int | None:
+        """The pod's node rank in `epoch`: its assignment's, else its labels' (a pod that ran
+        before the fleet saw the epoch's assignment)."""
+        with self.lock:
+            assignment = self.assignments.get(job)
+            if assignment is not None and assignment.epoch == epoch:
+                return assignment.ranks.get(pod)
+            return self.node_ranks.get(pod)
+
+    def _beat(self, job: str, pod: str, epoch: int) -> None:
+        """Rank 0's heartbeat with the epoch's first step, as its agent passes on what rank 0's
+        worker wrote (see the module's docstring)."""
+        beat = Heartbeat(epoch=epoch, step=1).model_dump_json(by_alias=True, exclude_none=True)
+        try:
+            LeaseSink(self.namespace, lease_name(job), pod, api=self.agents_api).publish(beat)
+        except Exception as error:  # recorded: the run reports every write that failed
+            self.errors.append(f"{pod}: heartbeat: {error}")
 
     def _write(self, job: str, report: Report) -> None:
         self._submit(lambda: self._send(job, report))

@@ -31,7 +31,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from bench import baselines, report_largejob
-from bench.agent_fleet import Acknowledged, AgentFleet, KeptAliveAPI
+from bench.agent_fleet import FAILURE_POLICY, Acknowledged, AgentFleet, KeptAliveAPI
 from bench.audit import requests_between
 from bench.controlplane import (
     NAMESPACE,
@@ -71,7 +71,8 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
             wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
             started, wall_started = time.monotonic(), time.time()
             custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
-                training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1))  # fmt: skip
+                training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1,
+                             failurePolicy=FAILURE_POLICY))  # fmt: skip
             fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
                                NAMESPACE).start([JOB])  # fmt: skip
             wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",
@@ -121,7 +122,7 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
         "restart_failures": Counter(f"{f['reason']} (epoch {f['epoch']})"
                                     for f in status.get("failures") or []),
         "fleet_errors": fleet.errors[:20],
-        "fleet_error_count": len(fleet.errors), "api_requests": scale_up["requests"],
+        "fleet_error_count": len(fleet.errors), "fleet_heartbeats": True, "api_requests": scale_up["requests"],
         "api_by_verb": scale_up["by_verb"], "api_by_code": scale_up["by_code"],
         "restart_api_requests": in_restart["requests"], "restart_api_by_verb": in_restart["by_verb"],
         "restart_api_by_code": in_restart["by_code"], "peak_rss_mib": rss,

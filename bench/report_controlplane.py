@@ -73,6 +73,10 @@ def controlplane_section(series: list[Figures]) -> list[str]:
                   f"{last['agents_settled']:.1f} s at {last['jobs']} jobs, before the storm): the "
                   "storm's surviving pods restart in place, as the agent's pods do on a cluster, "
                   "and only the lost ones are created again."]  # fmt: skip
+        if last.get("fleet_heartbeats"):
+            lines[-1] += (" Each epoch's rank 0 writes its heartbeat once, with a first step; "
+                          "the jobs set hangTimeoutSeconds and startupTimeoutSeconds past the run "
+                          "(`bench.controlplane.AGENTS_LATE_SECONDS`).")  # fmt: skip
     lines += _storm_timeline(last)
     lines += [
         "",

@@ -14,7 +14,7 @@ FLEET_NOTE = (
     "assignment Lease and writes each pod's reports as the agent's own `LeaseReports` writes "
     "them (its report Lease shard, a merge patch of its own annotation, the pods' service-account "
     "token) from 64 threads that keep their connections (a real agent opens one per request, so "
-    "the API server's TLS handshakes are spared here), two per pod and epoch (`starting`, the acknowledgement, then `training` 1 s later); "
+    "the API server's TLS handshakes are spared here), two per pod and epoch (`starting`, the acknowledgement, then `training` 1 s later){beat}; "
     "a real agent also writes `rendezvous`, `loading` and `first-step`. One failure: one pod's "
     "agent reports its worker killed. Fan-out: the new epoch's assignment reaching the fleet -> "
     "the last pod's acknowledgement written. CPU: the seconds each process used from the "
@@ -23,6 +23,12 @@ FLEET_NOTE = (
     "the creation and Running figures carry two writes per pod that the Indexed Job's pods do "
     "not make, as on a cluster where the agents start with their pods."
 )
+HEARTBEAT_NOTE = (
+    ", and the epoch's rank 0 its heartbeat once, with a first step (a real one renews it every "
+    "2 s; the job sets hangTimeoutSeconds past the run instead)"
+)
+"""What runs since the fleet writes rank 0's heartbeat (`fleet_heartbeats` in their figures) add
+to `FLEET_NOTE`; the runs before wrote none."""
 
 
 WHERE_THE_TIME_GOES = (
@@ -75,5 +81,5 @@ def section(figures: Figures) -> list[str]:
     return [
         f"## One large job (kwok): {figures['pods']} node pods and an in-place restart", "",
         "| | |", "| --- | --- |", *(f"| {what} | {value} |" for what, value in rows), "",
-        FLEET_NOTE, "", WHERE_THE_TIME_GOES, "",
+        FLEET_NOTE.format(beat=HEARTBEAT_NOTE if figures.get("fleet_heartbeats") else ""), "", WHERE_THE_TIME_GOES, "",
     ]  # fmt: skip
