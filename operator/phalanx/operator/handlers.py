@@ -12,6 +12,7 @@ plan (`Observed.refused`), which records a ConfigurationError instead of trying 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +32,8 @@ from phalanx.operator.execute import Applied, Executor, StatusConflictError
 from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import ChildRefusal, NodeView, Observed, PlannerConfig, plan
+from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
+from phalanx.operator.planner.inplace import effective
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -66,6 +69,8 @@ class Reconciler:
         """Node label values that mean the node is being taken away (`observe.leaving`)."""
         self.metrics = metrics
         self.config = config
+        self.late_acks = LateAcknowledgements(config.assignment_ack_seconds)
+        """Every job's acknowledgements of new epochs: whether they arrive late (`congestion`)."""
         self.resync_seconds = resync_seconds
         self.podgroups = podgroups
         """Whether the cluster serves scheduler-plugins' PodGroups (for `gang: true`), asked
@@ -130,11 +135,23 @@ class Reconciler:
         """The operator stopped: release the API threads."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def _with_late_acks(self, key: JobKey, job: TrainingJob, observed: Observed,
+                        now: datetime) -> Observed:  # fmt: skip
+        """The job's acknowledgements counted (`LateAcknowledgements.seen`), and the snapshot
+        with when any job's last came late."""
+        status = job.status
+        if status is not None and status.epoch and status.current.ranks:
+            view = effective(observed, status.epoch, status.nodes, status.current)
+            count = acknowledged(view, status.epoch, status.current)
+            self.late_acks.seen(key, status.epoch, count, assignment_out(status.current), now)
+        return dataclasses.replace(observed, late_acks_at=self.late_acks.last())
+
     def forget(self, key: JobKey) -> None:
         self._wakers.pop(key, None)
         self._stale_version.pop(key, None)
         self._refused.pop(key, None)
         self._own.pop(key, None)
+        self.late_acks.forget(key)
         for jobs in self._placed.values():
             jobs.discard(key)
         self.metrics.forget(*key)
@@ -201,6 +218,7 @@ class Reconciler:
         )
         started = time.perf_counter()
         now = datetime.now(UTC)
+        observed = self._with_late_acks(key, job, observed, now)
         decided = plan(job, observed, now, self.config)
         planned = time.perf_counter()
         self.metrics.reconcile_part.labels("plan").observe(planned - started)

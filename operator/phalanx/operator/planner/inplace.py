@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from phalanx.models.status import EpochState
+from phalanx.operator.planner import congestion
 from phalanx.operator.planner.observed import Observed, PodView
 
 
@@ -144,6 +145,21 @@ its peers that did start the epoch (and past the settle floor)."""
 def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datetime,
                  ack_seconds: float, settle_seconds: float,
                  ) -> tuple[list[PodView], datetime | None]:  # fmt: skip
+    """`overdue`, unless other epochs' acknowledgements are arriving late (`congestion`): then
+    none is replaced before `BUSY_ACK_FACTOR` times the timeout; until then, look again once
+    the settle period passed."""
+    late, look_again = overdue(observed, epoch, current, now, ack_seconds, settle_seconds)
+    out = congestion.assignment_out(current)
+    if late and out is not None and congestion.holds(observed.late_acks_at, now, settle_seconds):
+        bound = out + timedelta(seconds=ack_seconds * BUSY_ACK_FACTOR)
+        if now < bound:
+            return [], min(now + timedelta(seconds=settle_seconds), bound)
+    return late, look_again
+
+
+def overdue(observed: Observed, epoch: int, current: EpochState, now: datetime,
+            ack_seconds: float, settle_seconds: float,
+            ) -> tuple[list[PodView], datetime | None]:  # fmt: skip
     """Carried-over pods whose agent has not started the epoch (a lost or frozen machine that
     its node status does not show yet, a stopped agent): they are replaced. Due `ack_seconds`
     after the epoch began, or sooner when every other carried-over agent has started it: at
@@ -160,13 +176,9 @@ def unresponsive(observed: Observed, epoch: int, current: EpochState, now: datet
     when to look again. The clock starts when the assignment goes out: after an application
     failure's backoff, not when the epoch was decided (agents cannot start an epoch they have
     not been told of)."""
-    start = current.start_time
-    if start is None:
-        return [], None
-    if current.restart_after is not None and current.restart_after > start:
-        start = current.restart_after
-        if now < start:
-            return [], None  # the backoff's own requeue looks again when the assignment is out
+    start = congestion.assignment_out(current)
+    if start is None or now < start:
+        return [], None  # the backoff's own requeue looks again when the assignment is out
     carried = [p for p in observed.node_pods(epoch).values() if p.name in current.ranks]
     silent = [p for p in carried if p.phase == "Pending" and not p.deleting]
     due = start + timedelta(seconds=ack_seconds)

@@ -174,6 +174,10 @@ class Observed:
     (`queueing.sort_out` tells which one admits the job now)."""
     refused: ChildRefusal | None = None
     """What the executor was refused since the planner last looked; the status keeps it after."""
+    late_acks_at: datetime | None = None
+    """When the operator last saw an acknowledgement of any job's new epoch arrive late
+    (`congestion.LateAcknowledgements`): the agents' reports are behind, and a silence is no
+    evidence of a dead agent yet. None where nothing was late (and on the local backend)."""
 
     def node_pods(self, epoch: int) -> dict[int, PodView]:
         """Node pods of `epoch` by rank."""

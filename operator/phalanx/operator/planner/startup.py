@@ -21,10 +21,12 @@ from datetime import datetime, timedelta
 from phalanx.models.assignment import PHASES
 from phalanx.models.conditions import FailureReason
 from phalanx.models.events import EventReason
+from phalanx.operator.planner import congestion
 from phalanx.operator.planner.classify import Verdict
 from phalanx.operator.planner.config import PlannerConfig
 from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.heartbeat import Timeout, adaptive_timeout
+from phalanx.operator.planner.inplace import BUSY_ACK_FACTOR
 from phalanx.operator.planner.observed import Observed, PodView
 from phalanx.operator.planner.recovery import peers_first, restart, restart_size
 
@@ -116,6 +118,11 @@ def frozen_agents(d: Decision, config: PlannerConfig) -> bool:
         since_last_word=RENEWAL_SECONDS,
     )  # fmt: skip
     frozen, due = silent(d.observed, d.status.epoch, d.now, timeout.seconds)
+    settle = config.assignment_settle_seconds
+    if frozen and congestion.holds(d.observed.late_acks_at, d.now, settle):
+        bound = timedelta(seconds=BUSY_ACK_FACTOR * timeout.seconds)  # see `congestion`
+        frozen = [p for p in frozen if d.now - (_last_word(p) or d.now) >= bound]
+        d.requeue_in(settle)
     if not frozen:
         if due is not None:
             d.requeue_at(due)

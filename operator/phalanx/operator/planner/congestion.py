@@ -1,0 +1,95 @@
+"""Whether the agents' word is reaching the operator late, across jobs: a congested channel, not
+dead agents.
+
+Why: the operator tells a dead agent from a slow one by time. A carried-over pod whose agent has
+not started a new epoch `assignment_ack_seconds` after its assignment went out is replaced
+(`inplace.unresponsive`); one silent in its start-up for the silence timeout is frozen
+(`startup.frozen_agents`). Both presume that the agents' reports reach the operator quickly, and
+in a failure storm they do not: at 1 000 jobs on kwok on a 2-core machine (318776c), 100 jobs
+restarting at once made their agents write about 2 000 reports through an API server already
+answering in 0.5 to 2 s, and acknowledgements came 20 s and more after their epochs began. Each
+pod then counted as unresponsive was replaced, its replacement's agent had to report too, and
+the storm took 190 s to recover instead of seconds (AgentUnresponsive 564 times and Hang 247
+for 100 jobs hit): congestion collapse.
+
+What tells a slow channel from a dead agent without trusting the agents' clocks: other epochs'
+acknowledgements arriving late, seen on the operator's own clock. While one came late within
+the settle period, the API server is delivering, only behind, and a silence is no evidence yet:
+the rules hold a verdict until `inplace.BUSY_ACK_FACTOR` times their timeout, then decide as
+before. A dead agent in a healthy cluster is found as fast as ever (no acknowledgement is late),
+and one in a storm still by its node's status or its peers' word (`PeerSilent`), which do not
+wait.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from phalanx.models.status import EpochState
+from phalanx.operator.planner.observed import Observed
+
+LATE_FRACTION = 0.5
+"""An acknowledgement is late when it arrives after this share of the acknowledgement timeout
+(5 s by default): an in-place restart's agents acknowledge within a second or two, and a
+2 000-pod fan-out's last one came after 4.6 s on kwok."""
+
+
+def assignment_out(current: EpochState) -> datetime | None:
+    """When the epoch's assignment went out: after an application failure's backoff, not when the
+    epoch was decided (agents cannot start an epoch they have not been told of)."""
+    start = current.start_time
+    if start is not None and current.restart_after is not None and current.restart_after > start:
+        return current.restart_after
+    return start
+
+
+def acknowledged(observed: Observed, epoch: int, current: EpochState) -> int:
+    """How many carried-over pods of the epoch have started it, in the view `inplace.effective`
+    gives (a carried-over pod whose agent has not is Pending there)."""
+    return sum(
+        1
+        for p in observed.node_pods(epoch).values()
+        if p.name in current.ranks and p.phase != "Pending"
+    )
+
+
+@dataclass
+class LateAcknowledgements:
+    """Operator-wide: when an acknowledgement of a new epoch was last seen arriving late. The
+    reconciles of every job feed it (`seen`) and read it (`last`)."""
+
+    ack_seconds: float
+    _last: datetime | None = None
+    _counts: dict[Hashable, tuple[int, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen(self, job: Hashable, epoch: int, count: int, out: datetime | None,
+             now: datetime) -> None:  # fmt: skip
+        """A reconcile of `job` saw `count` of its epoch's carried-over pods started; those
+        beyond the last count arrived now, late if `out` (`assignment_out`) was long enough
+        ago."""
+        with self._lock:
+            last_epoch, last_count = self._counts.get(job, (epoch, 0))
+            before = last_count if last_epoch == epoch else 0
+            self._counts[job] = (epoch, count)
+            if count <= before or out is None:
+                return
+            if now - out >= timedelta(seconds=LATE_FRACTION * self.ack_seconds):
+                self._last = now if self._last is None else max(self._last, now)
+
+    def forget(self, job: Hashable) -> None:
+        """The job is gone."""
+        with self._lock:
+            self._counts.pop(job, None)
+
+    def last(self) -> datetime | None:
+        with self._lock:
+            return self._last
+
+
+def holds(late_at: datetime | None, now: datetime, settle_seconds: float) -> bool:
+    """Whether an acknowledgement arrived late within the settle period before `now`."""
+    return late_at is not None and now - late_at < timedelta(seconds=settle_seconds)
