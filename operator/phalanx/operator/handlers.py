@@ -33,7 +33,6 @@ from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import ChildRefusal, NodeView, Observed, PlannerConfig, plan
 from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
-from phalanx.operator.planner.inplace import effective
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -141,8 +140,7 @@ class Reconciler:
         with when any job's last came late."""
         status = job.status
         if status is not None and status.epoch and status.current.ranks:
-            view = effective(observed, status.epoch, status.nodes, status.current)
-            count = acknowledged(view, status.epoch, status.current)
+            count = acknowledged(observed, status.epoch, status.current)
             self.late_acks.seen(key, status.epoch, count, assignment_out(status.current), now)
         return dataclasses.replace(observed, late_acks_at=self.late_acks.last())
 

@@ -5,6 +5,7 @@ fast as before."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -12,9 +13,16 @@ import pytest
 from phalanx.models.status import EpochState
 from phalanx.operator.planner import Observed
 from phalanx.operator.planner.config import PlannerConfig
-from phalanx.operator.planner.congestion import LateAcknowledgements, assignment_out
+from phalanx.operator.planner.congestion import (
+    LateAcknowledgements,
+    acknowledged,
+    assignment_out,
+)
 from tests.unit.planner.builders import at, job, step
-from tests.unit.planner.inplace_builders import restarted_by_a_collective_failure
+from tests.unit.planner.inplace_builders import (
+    restarted_by_a_collective_failure,
+    started_epoch_2,
+)
 from tests.unit.planner.test_startup import renewing, st, started
 
 CONFIG = PlannerConfig(assignment_ack_seconds=10, assignment_settle_seconds=2)
@@ -90,3 +98,13 @@ def test_the_assignment_goes_out_after_the_backoff() -> None:
     assert assignment_out(epoch.model_copy(update={"restart_after": at(25)})) == at(25)
     assert assignment_out(epoch.model_copy(update={"restart_after": at(15)})) == at(20)
     assert assignment_out(EpochState()) is None
+
+
+def test_only_an_agents_word_counts_as_an_acknowledgement() -> None:
+    """Of epoch 2's four carried-over pods: two agents started it, one still runs epoch 1, one
+    pod's machine is gone (no word since epoch 1): two acknowledgements."""
+    j, gang = restarted_by_a_collective_failure(CONFIG)
+    started_two = started_epoch_2(at(21), missing=3)[:2]
+    still_one, gone = gang[2], replace(gang[3], phase="Unknown")
+    observed = Observed(pods=(*started_two, still_one, gone))
+    assert acknowledged(observed, 2, st(j).current) == 2

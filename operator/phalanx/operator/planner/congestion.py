@@ -47,12 +47,15 @@ def assignment_out(current: EpochState) -> datetime | None:
 
 
 def acknowledged(observed: Observed, epoch: int, current: EpochState) -> int:
-    """How many carried-over pods of the epoch have started it, in the view `inplace.effective`
-    gives (a carried-over pod whose agent has not is Pending there)."""
+    """How many carried-over pods' agents have started the epoch (a pod that failed or whose
+    machine is gone has not: only an agent's word counts)."""
     return sum(
         1
-        for p in observed.node_pods(epoch).values()
-        if p.name in current.ranks and p.phase != "Pending"
+        for p in observed.pods
+        if p.name in current.ranks
+        and p.agent is not None
+        and p.agent.epoch >= epoch
+        and p.agent.state != "standby"
     )
 
 
