@@ -73,11 +73,14 @@ class LateAcknowledgements:
              now: datetime) -> None:  # fmt: skip
         """A reconcile of `job` saw `count` of its epoch's carried-over pods started; those
         beyond the last count arrived now, late if `out` (`assignment_out`) was long enough
-        ago."""
+        ago. The first sight of a job counts none: an operator that starts (or takes over)
+        finds the acknowledgements of every epoch in place, not arriving."""
         with self._lock:
-            last_epoch, last_count = self._counts.get(job, (epoch, 0))
-            before = last_count if last_epoch == epoch else 0
+            last = self._counts.get(job)
             self._counts[job] = (epoch, count)
+            if last is None:
+                return
+            before = last[1] if last[0] == epoch else 0
             if count <= before or out is None:
                 return
             if now - out >= timedelta(seconds=LATE_FRACTION * self.ack_seconds):
