@@ -77,26 +77,25 @@ def test_an_agent_silent_in_its_start_up_is_held_while_acknowledgements_arrive_l
 
 
 def test_an_acknowledgement_is_late_when_it_arrives_after_half_the_timeout() -> None:
-    acks = LateAcknowledgements(ack_seconds=10)
-    acks.seen("a", 2, 0, at(20), at(20.5))
+    acks = LateAcknowledgements(ack_seconds=10, started=at(10))
     acks.seen("a", 2, 3, at(20), at(24))
     assert acks.last() is None, "arrived 4 s after the assignment went out: on time"
     acks.seen("a", 2, 3, at(20), at(27))
     assert acks.last() is None, "no new acknowledgement since the last count"
     acks.seen("a", 2, 4, at(20), at(27))
     assert acks.last() == at(27)
-    acks.seen("b", 5, 0, at(30), at(30))
     acks.seen("b", 5, 1, at(30), at(36))
     assert acks.last() == at(36)
     acks.seen("b", 6, 1, at(40), at(41))
     assert acks.last() == at(36), "a new epoch counts from none; this one came on time"
-    acks.seen("c", 1, 0, None, at(49))
     acks.seen("c", 1, 2, None, at(50))
     assert acks.last() == at(36), "no assignment out: nothing to be late for"
-    acks.seen("d", 7, 4, at(0), at(100))
+    acks.seen("d", 7, 4, at(5), at(100))
     assert acks.last() == at(36), (
-        "a job seen first (the operator just started) has its acknowledgements in place"
+        "an epoch older than the operator, seen first: its acknowledgements were in place"
     )
+    acks.seen("e", 2, 4, at(90), at(100))
+    assert acks.last() == at(100), "an epoch of the operator's time, seen first: they arrived"
 
 
 def test_the_assignment_goes_out_after_the_backoff() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from phalanx.models.status import EpochState
 from phalanx.operator.planner.observed import Observed
@@ -65,6 +65,9 @@ class LateAcknowledgements:
     reconciles of every job feed it (`seen`) and read it (`last`)."""
 
     ack_seconds: float
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """When this operator began to count: an epoch whose assignment went out before then had
+    its acknowledgements in place when the operator first saw it, not arriving."""
     _last: datetime | None = None
     _counts: dict[Hashable, tuple[int, int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -73,15 +76,15 @@ class LateAcknowledgements:
              now: datetime) -> None:  # fmt: skip
         """A reconcile of `job` saw `count` of its epoch's carried-over pods started; those
         beyond the last count arrived now, late if `out` (`assignment_out`) was long enough
-        ago. The first sight of a job counts none: an operator that starts (or takes over)
-        finds the acknowledgements of every epoch in place, not arriving."""
+        ago. At the first sight of a job, an epoch older than the operator (`started`) counts
+        none: an operator that starts, or takes over, finds its acknowledgements in place."""
         with self._lock:
             last = self._counts.get(job)
             self._counts[job] = (epoch, count)
-            if last is None:
+            if out is None or (last is None and out < self.started):
                 return
-            before = last[1] if last[0] == epoch else 0
-            if count <= before or out is None:
+            before = last[1] if last is not None and last[0] == epoch else 0
+            if count <= before:
                 return
             if now - out >= timedelta(seconds=LATE_FRACTION * self.ack_seconds):
                 self._last = now if self._last is None else max(self._last, now)
