@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from phalanx.models.status import EpochState
-from phalanx.operator.planner.observed import Observed
+from phalanx.operator.planner.observed import Observed, PodView
 
 LATE_FRACTION = 0.5
 """An acknowledgement is late when it arrives after this share of the acknowledgement timeout
@@ -46,17 +46,15 @@ def assignment_out(current: EpochState) -> datetime | None:
     return start
 
 
+def started(pod: PodView, epoch: int) -> bool:
+    """The pod's agent started (or finished) `epoch`: only an agent's word counts."""
+    return pod.agent is not None and pod.agent.epoch >= epoch and pod.agent.state != "standby"
+
+
 def acknowledged(observed: Observed, epoch: int, current: EpochState) -> int:
     """How many carried-over pods' agents have started the epoch (a pod that failed or whose
-    machine is gone has not: only an agent's word counts)."""
-    return sum(
-        1
-        for p in observed.pods
-        if p.name in current.ranks
-        and p.agent is not None
-        and p.agent.epoch >= epoch
-        and p.agent.state != "standby"
-    )
+    machine is gone has not)."""
+    return sum(1 for p in observed.pods if p.name in current.ranks and started(p, epoch))
 
 
 @dataclass

@@ -37,7 +37,7 @@ def effective(observed: Observed, epoch: int, nodes: int, current: EpochState) -
 
 def _acknowledged(pod: PodView) -> bool:
     """Its agent started (or finished) the pod's current epoch."""
-    return pod.agent is not None and pod.agent.epoch >= pod.epoch and pod.agent.state != "standby"
+    return congestion.started(pod, pod.epoch)
 
 
 def _with_reported_failure(pod: PodView) -> PodView:
