@@ -8,9 +8,11 @@ Four figures per model (model + AdamW state, one rank), each the median of `--re
 - blocked, called: the `maybe_save` call itself (the state dict, its structure, the hand-off);
 - copied: from the call until the copy into the pod's memory is done (`wait_staged`): the most
   the next optimizer step can wait, were the next forward and backward passes instant;
-- in a run: training steps with a snapshot every `memoryIntervalSteps` (the default) against
-  the same steps without, back to back: (with - without) / snapshots taken is what a snapshot
-  really cost the loop, and (with - without) / without its share of step time;
+- in a run: training steps with a snapshot at the default cadence against the same steps
+  without, back to back: (with - without) / snapshots taken is what a snapshot really cost the
+  loop, and (with - without) / without its share of step time. The default cadence is the one
+  the job would keep (`SnapshotCadence`: every `memoryIntervalSteps`, or every multiple of it
+  that keeps the measured call + copy within `memoryOverheadPercent` of step time);
 - restore: `MemorySnapshots.load` into a fresh state, beside `dcp.load` of a DCP checkpoint of
   the same state saved to the same memory (tmpfs), and that DCP save's own time.
 
@@ -37,11 +39,24 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from phalanx.models.spec import Checkpoint
 from phalanx.resume import devices
+from phalanx.resume.cadence import SnapshotCadence
 from phalanx.resume.memory import MemorySnapshots
 from phalanx.resume.state import AppState, TrainingProgress
 from phalanx.trainer.model import ModelConfig, TinyLM
 
 SNAPSHOT_EVERY = int(Checkpoint.model_fields["memory_interval_steps"].default)
+OVERHEAD_PERCENT = int(Checkpoint.model_fields["memory_overhead_percent"].default)
+
+
+def default_spacing(copied: float, step: float) -> int:
+    """Steps between snapshots at the default cadence for a snapshot that blocks `copied`
+    seconds of `step`-second steps: what the job's `SnapshotCadence` settles on."""
+    cadence = SnapshotCadence(SNAPSHOT_EVERY, OVERHEAD_PERCENT)
+    cadence.step_took(step)
+    cadence.snapshot_took(copied, first_use=False)
+    cadence.due(0)
+    return cadence.spacing
+
 
 SIZES = {
     "toy": ModelConfig(),
@@ -119,10 +134,13 @@ def measure(name: str, config: ModelConfig, repeats: int, steps: int, batch: int
             memory.wait()
         size = sum(p.stat().st_size for p in Path(shm, "pod").glob("*.bin")) / 2
         without, with_ = [], []
-        memory.interval_steps = SNAPSHOT_EVERY  # the same slots, now on the default cadence
+        spacing = default_spacing(statistics.median(copied[2:]), step)
+        memory.interval_steps = spacing  # the same slots, now on the default cadence
+        taken = max(1, steps // spacing)
+        run = taken * spacing  # whole spacings, so every run holds its snapshots
         for _ in range(repeats):
-            without.append(_timed(lambda: trainer.train(steps)))
-            with_.append(_timed(lambda: trainer.train(steps, memory)))
+            without.append(_timed(lambda: trainer.train(run)))
+            with_.append(_timed(lambda: trainer.train(run, memory)))
             memory.wait()
         restore = [
             _timed(lambda: _restore(memory.directory, config, batch)) for _ in range(repeats)
@@ -131,13 +149,12 @@ def measure(name: str, config: ModelConfig, repeats: int, steps: int, batch: int
         memory.close()
         rounds = [_dcp_round(trainer, Path(shm, f"dcp-{i}"), config, batch) for i in range(repeats)]
     saves, loads = [save for save, _ in rounds], [load for _, load in rounds]
-    taken = steps // SNAPSHOT_EVERY
     extra = statistics.median(w - o for w, o in zip(with_, without, strict=True))
     return {
         "model": name, "parameters": params, "state_mib": size / 2**20, "step_seconds": step,
         "called": statistics.median(called[2:]), "copied": statistics.median(copied[2:]),
         "first_copied": copied[0],
-        "run_steps": steps, "snapshots_in_run": taken,
+        "run_steps": run, "snapshots_in_run": taken, "default_spacing": spacing,
         "run_without": statistics.median(without), "run_with": statistics.median(with_),
         "blocked_in_run": extra / taken, "share_in_run": extra / statistics.median(without),
         "restore": statistics.median(restore) - restore_build,
@@ -181,8 +198,9 @@ def machine() -> str:
 def report(figures: list[dict[str, Any]], where: str, repeats: int) -> str:
     return (
         f"Memory snapshots at real sizes ({where}). One rank; model + AdamW state; median of "
-        f"{repeats}. In a run: {figures[0]['run_steps']} steps with a snapshot every "
-        f"{SNAPSHOT_EVERY} (the default) against the same steps without; blocked per snapshot "
+        f"{repeats}. In a run: {figures[0]['run_steps']} steps with a snapshot at the default "
+        "cadence (every " + ", ".join(f"{f['default_spacing']} ({f['model']})" for f in figures)
+        + ") against the same steps without; blocked per snapshot "
         "and, in brackets, its share of step time. Restore: a fresh state loaded from the pod's "
         "memory; DCP: a save and a load of the same state in the same memory (tmpfs).\n\n"
         "| model | parameters | snapshot | step | call | call + copy | in a run | restore "

@@ -221,9 +221,12 @@ def _snapshot_blocking(results: Figures, _: KindRecords) -> list[Measured]:
     of the steps between two snapshots at the default cadence, per model."""
     found = []
     for m in (results.get("snapshot") or {}).get("figures", []):
-        share = m["copied"] / (10 * m["step_seconds"])
+        spacing = m.get("default_spacing", 10)  # runs before the cadence had a budget: 10
+        share = m["copied"] / (spacing * m["step_seconds"])
         found.append(Measured(f"{m['model']}: {share:.2%} ({m['copied'] * 1000:.0f} ms a snapshot, "
-                              f"{m['step_seconds'] * 1000:.0f} ms steps)", share <= 0.01))  # fmt: skip
+                              f"{m['step_seconds'] * 1000:.0f} ms steps"
+                              + (f", every {spacing} steps" if "default_spacing" in m else "")
+                              + ")", share <= 0.01))  # fmt: skip
     return found
 
 

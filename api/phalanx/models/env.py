@@ -50,6 +50,7 @@ PHALANX_CHECKPOINT_INTERVAL_SECONDS: Final = "PHALANX_CHECKPOINT_INTERVAL_SECOND
 PHALANX_CHECKPOINT_KEEP: Final = "PHALANX_CHECKPOINT_KEEP"
 PHALANX_CHECKPOINT_ASYNC: Final = "PHALANX_CHECKPOINT_ASYNC"
 PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS: Final = "PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS"
+PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT: Final = "PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT"
 """spec.checkpoint's cadence and retention, for every program: the resume library
 (`phalanx.resume`) reads them, so the reference trainer and any script using it save as the spec
 says (see `checkpoint`)."""
@@ -182,6 +183,7 @@ def checkpoint(
     async_save: bool,
     memory_interval_steps: int,
     interval_seconds: int | None = None,
+    memory_overhead_percent: int = 1,
 ) -> dict[str, str]:
     """spec.checkpoint's cadence as variables: the operator writes them on every node pod, the
     resume library (`phalanx.resume.settings`) reads them."""
@@ -190,6 +192,7 @@ def checkpoint(
         PHALANX_CHECKPOINT_KEEP: str(keep),
         PHALANX_CHECKPOINT_ASYNC: "true" if async_save else "false",
         PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS: str(memory_interval_steps),
+        PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT: str(memory_overhead_percent),
     }
     if interval_seconds is not None:
         values[PHALANX_CHECKPOINT_INTERVAL_SECONDS] = str(interval_seconds)

@@ -104,10 +104,18 @@ class Checkpoint(SpecModel):
     """Also snapshot each rank's state into its pod's memory every this many steps (0: never),
     under the agent, which gives each pod a memory directory, and each sharded rank's into a
     buddy pod's too. A restart resumes from memory (its pod's, or a peer's for what it lacks)
-    when that is not older than storage, so a failure costs at most this many steps of work.
-    The host memory it takes (`phalanx plan`) is added to each pod's memory request. A snapshot
-    costs a step a state dict and a copy of the state into host memory (117.5 M parameters on
-    2 CPU cores: about 0.1 s), hence 10 rather than 1."""
+    when that is not older than storage, so a failure costs at most the steps since the last
+    snapshot. The host memory it takes (`phalanx plan`) is added to each pod's memory request.
+    A snapshot costs a step a state dict and a copy of the state into host memory (117.5 M
+    parameters on 2 CPU cores: about 0.1 s), hence 10 rather than 1; a checkpoint at a
+    snapshot's step is written from the snapshot's copy (and has a snapshot for it). The most
+    frequent cadence: see memoryOverheadPercent."""
+
+    memory_overhead_percent: Annotated[int, Field(ge=0, le=100)] = 1
+    """At most this share of training time blocked by memory snapshots: when a snapshot costs
+    more than this percent of the time the steps between snapshots take, the job snapshots
+    less often (every 2, 3, ... times memoryIntervalSteps), measured again at each snapshot
+    (CheckFreq's bounded overhead). 0: exactly every memoryIntervalSteps, whatever it costs."""
 
     async_save: bool = Field(default=True, alias="async")
     """Save in the background so training is blocked only while the state is staged."""

@@ -99,6 +99,11 @@ EFFECTS: dict[str, Effect] = {
         library_setting(env.PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS, "memory_interval_steps"),
         ("0", 0),
     ),
+    "checkpoint.memoryOverheadPercent": Effect(
+        {"checkpoint.memoryOverheadPercent": 0},
+        library_setting(env.PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT, "memory_overhead_percent"),
+        ("0", 0),
+    ),
     "checkpoint.async": Effect(
         {"checkpoint.async": False},
         library_setting(env.PHALANX_CHECKPOINT_ASYNC, "async_save"),

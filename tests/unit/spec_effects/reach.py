@@ -34,6 +34,7 @@ REACHES: dict[str, frozenset[Reach]] = {
     "checkpoint.intervalSeconds": LIBRARY,
     "checkpoint.keep": LIBRARY,
     "checkpoint.memoryIntervalSteps": LIBRARY,
+    "checkpoint.memoryOverheadPercent": LIBRARY,
     "checkpoint.async": LIBRARY,
     "trainer.globalBatchSize": REFERENCE,
     "trainer.sharding": REFERENCE,

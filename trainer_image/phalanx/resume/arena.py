@@ -206,6 +206,10 @@ class Slot:
                 self._register()
         return self._mapped
 
+    def mapped(self, size: int) -> bool:
+        """Whether `buffer(size)` is mapped already (else its next use maps and touches it)."""
+        return self._mapped is not None and self._mapped.numel() == max(size, ALIGN)
+
     def tensors(self, entries: tuple[Entry, ...], size: int) -> list[torch.Tensor]:
         """`views` of the slot's bytes for writing, made once while the layout holds (a
         snapshot of the quickstart's model has 81 tensors: their views cost as much as the copy)."""

@@ -38,6 +38,7 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from phalanx.resume import devices
 from phalanx.resume.collectives import all_ok
+from phalanx.resume.staging import FromSnapshot, LentSnapshot
 
 log = logging.getLogger(__name__)
 METADATA = ".metadata"
@@ -106,20 +107,25 @@ class CheckpointManager:
         return [int(m.group(1)) for name in names if (m := _STEP_DIR.match(name))]
 
     # saving ------------------------------------------------------------------------------
-    def save(self, step: int, state: dict[str, Any], *, blocking: bool = False) -> None:
-        """Checkpoint `state` as step `step`; async unless `blocking` or configured sync."""
+    def save(self, step: int, state: dict[str, Any], *, blocking: bool = False,
+             snapshot: LentSnapshot | None = None) -> None:  # fmt: skip
+        """Checkpoint `state` as step `step`; async unless `blocking` or configured sync. An
+        async save stages from `snapshot` (the memory snapshot of this step) when it holds the
+        same tensors (`staging`), and gives it back once uploaded."""
         self.wait()
         writer = self._writer(self.path(step))
+        lent = snapshot
         try:
             if self.async_save and not blocking:
                 if self._stager is None:
                     self._stager = devices.stager()  # kept: its host buffers are reused
+                stager = self._stager if lent is None else FromSnapshot(lent, self._stager)
                 devices.settle()
                 response = dcp_async_save(
                     state,
                     storage_writer=writer,
                     process_group=self.process_group,
-                    async_stager=self._stager,
+                    async_stager=stager,
                 )
                 assert isinstance(response, AsyncSaveResponse)  # the stager stages async
                 self._staged, self._pending = (
@@ -127,12 +133,18 @@ class CheckpointManager:
                     response.upload_completion,
                 )
                 self._pending_step = step
+                if lent is not None:
+                    lent.hold_until(response.upload_completion)
+                    lent = None
                 return
             dcp_save(state, storage_writer=writer, process_group=self.process_group)
         except (Exception, CheckpointException) as error:
             raise CheckpointSaveError(
                 f"saving step {step} to {self.path(step)} failed: {error}", step
             ) from error
+        finally:
+            if lent is not None:  # not staged from it, or the save failed: the slot is free
+                lent.returned.set()
         self._committed(step)
 
     def wait_staged(self) -> None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ import torch.distributed as dist
 from phalanx.resume import arena, devices, peers, wire
 from phalanx.resume.arena import Header, Slot, Unit
 from phalanx.resume.collectives import all_ok
+from phalanx.resume.staging import Copied, LentSnapshot
 from phalanx.resume.statedict import has_shards, local_tensors, restore_into
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,13 @@ class MemorySnapshots:
     """After `load`: "memory" (each rank from its pod), "peer" (some sent by a peer), or None."""
     _roles: wire.Roles | None = field(default=None, init=False)
     _job: Future[None] | None = field(default=None, init=False)
-    _copied: threading.Event | None = field(default=None, init=False)
+    _copied: Copied | None = field(default=None, init=False)
+    _taken: tuple[Slot, LentSnapshot] | None = field(default=None, init=False)
+    """The newest snapshot when it holds the rank's whole state: a checkpoint may stage from it."""
+    _lent: dict[Path, LentSnapshot] = field(default_factory=dict, init=False)
+    first_use: bool = field(default=False, init=False)
+    """Whether the last snapshot wrote a slot this process had not written (its pages touched
+    or mapped, once): its cost says little about the next ones' (`cadence`)."""
     _error: BaseException | None = field(default=None, init=False)
     _worker: ThreadPoolExecutor | None = field(default=None, init=False)
     _stream: Any = field(default=None, init=False)
@@ -88,13 +94,14 @@ class MemorySnapshots:
         return self.enabled and any(self._directory.glob("*.meta"))
 
     # taking snapshots -----------------------------------------------------------------------
-    def maybe_save(self, step: int, stateful: Any) -> bool:
-        """Snapshot the stateful's state (`_snapshot_state`) at `step` when the cadence says
-        so. On a GPU the copy runs in the background (the optimizer step waits for it); on the
-        CPU it is made here, as measured (bench.snapshot, 117.5 M parameters on 2 cores: 79 ms
-        alone, 278 ms a snapshot beside training's threads). Committing it and the buddy copy
-        always run in the background. True if a snapshot was taken."""
-        if not self.enabled or step % self.interval_steps:
+    def maybe_save(self, step: int, stateful: Any, *, due: bool | None = None) -> bool:
+        """Snapshot the stateful's state (`_snapshot_state`) at `step` when `due`, or (None)
+        every `interval_steps`. On a GPU the copy runs in the background (the optimizer step
+        waits for it); on the CPU it is made here, as measured (bench.snapshot, 117.5 M
+        parameters on 2 cores: 79 ms alone, 278 ms a snapshot beside training's threads).
+        Committing it and the buddy copy always run in the background. True if a snapshot
+        was taken."""
+        if not self.enabled or not (step % self.interval_steps == 0 if due is None else due):
             return False
         self.wait()
         state = _snapshot_state(stateful)
@@ -111,17 +118,37 @@ class MemorySnapshots:
         entries, size = self._layout(tensors[first:end])
         header = Header(unit, pickle.dumps(skeleton), first, entries, size)
         devices.settle()
-        self._copied = copied = threading.Event()
+        slot = _older(self.own_slots())
+        self.first_use = not slot.mapped(size)
+        self._copied = copied = Copied()
+        whole = (first, end) == (0, len(tensors))
+        self._taken = (slot, LentSnapshot(step, entries, copied)) if whole else None
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-snapshot")
         if devices.device().type == "cuda":  # DMA beside the next forward and backward passes
             self._job = self._worker.submit(
-                self._take, header, tensors[first:end], copied, not replicated
+                self._take, header, tensors[first:end], slot, copied, not replicated
             )
         else:  # on the CPU, a copy in the background takes the cores training runs on: copy now
-            written = self._write(header, tensors[first:end], copied)
+            written = self._write(header, tensors[first:end], slot, copied)
             self._job = self._worker.submit(self._finish, header, written, not replicated)
         return True
+
+    @property
+    def lends(self) -> bool:
+        """Whether the last snapshot held this rank's whole state, so a checkpoint at a
+        snapshot's step may stage from it (`lend`)."""
+        return self._taken is not None
+
+    def lend(self, step: int) -> LentSnapshot | None:
+        """The snapshot of `step`, lent to a checkpoint of the same step to stage from
+        (`staging`), when it holds this rank's whole state; its slot is not written again until
+        the borrower returns it. None: no such snapshot (the checkpoint copies the state)."""
+        if self._taken is None or self._taken[1].step != step:
+            return None
+        slot, lent = self._taken
+        self._lent[slot.data] = lent
+        return lent
 
     def _layout(self, tensors: list[torch.Tensor]) -> tuple[tuple[arena.Entry, ...], int]:
         """`arena.layout`, kept while every tensor's dtype and shape are: the same entries
@@ -131,25 +158,30 @@ class MemorySnapshots:
             self._laid_out = key, *arena.layout(tensors)
         return self._laid_out[1], self._laid_out[2]
 
-    def _take(self, header: Header, tensors: list[torch.Tensor], copied: threading.Event,
-              keep_copy: bool) -> None:  # fmt: skip
+    def _take(self, header: Header, tensors: list[torch.Tensor], slot: Slot,
+              copied: Copied, keep_copy: bool) -> None:  # fmt: skip
         """The background job on a GPU: the copy, then `_finish`."""
-        self._finish(header, self._write(header, tensors, copied), keep_copy)
+        self._finish(header, self._write(header, tensors, slot, copied), keep_copy)
 
-    def _write(self, header: Header, tensors: list[torch.Tensor],
-               copied: threading.Event) -> tuple[Slot, torch.Tensor] | None:  # fmt: skip
-        """Copy into the older slot (invalidated first); `copied` is set once the state may
-        change again, whatever happened. The slot and its bytes; None if it failed."""
+    def _write(self, header: Header, tensors: list[torch.Tensor], slot: Slot,
+               copied: Copied) -> tuple[Slot, torch.Tensor] | None:  # fmt: skip
+        """Copy into `slot` (once a checkpoint staged from it has returned it; invalidated
+        first); `copied` is resolved once the state may change again, whatever happened: the
+        slot's bytes, or None. The slot and its bytes; None if it failed."""
+        data = None
         try:
-            slot = _older(self.own_slots())
+            lent = self._lent.pop(slot.data, None)
+            if lent is not None:
+                lent.returned.wait()
             slot.invalidate()
             self._copy(slot.tensors(header.entries, header.size), tensors)
-            return slot, slot.buffer(header.size)
+            data = slot.buffer(header.size)
+            return slot, data
         except BaseException as error:  # a full tmpfs: storage checkpoints still work
-            self._error = error
+            self._error, data = error, None
             return None
         finally:
-            copied.set()
+            copied.set_result(data)
 
     def _finish(self, header: Header, written: tuple[Slot, torch.Tensor] | None,
                 keep_copy: bool) -> None:  # fmt: skip
@@ -182,12 +214,13 @@ class MemorySnapshots:
             torch._foreach_copy_(targets, sources, non_blocking=True)
         self._stream.synchronize()
 
-    def wait_staged(self) -> None:
+    def wait_staged(self) -> bool:
         """Block until an in-flight snapshot has copied the state (call before changing it); a
-        failed copy is the job's to report."""
+        failed copy is the job's to report. Whether there was one."""
         copied, self._copied = self._copied, None
         if copied is not None:
-            copied.wait()
+            copied.result()
+        return copied is not None
 
     def wait(self) -> None:
         """Let an in-flight snapshot finish; a failed one is logged, not fatal."""

@@ -48,6 +48,7 @@ from torch.optim import Optimizer
 from phalanx import progress
 from phalanx.models import env, exits
 from phalanx.resume import devices
+from phalanx.resume.cadence import SnapshotCadence
 from phalanx.resume.checkpoint import CheckpointManager, CheckpointSaveError
 from phalanx.resume.collectives import set_collective_timeout
 from phalanx.resume.memory import MemorySnapshots
@@ -111,12 +112,17 @@ class Resumable:
             snapshot_group,
             part=part,
         )
+        self.cadence = SnapshotCadence(
+            self.settings.memory_interval_steps if self.memory.enabled else 0,
+            self.settings.memory_overhead_percent,
+        )
         self.source: str | None = None
         """Where `resume` loaded from: "memory", "peer", "storage", or None (a fresh start)."""
         self.resumed_from: int | None = None
         self._preempted = False
         self._last_save = time.monotonic()
         self._steps_this_run = 0
+        self._step_ended: float | None = None
         optimizer.register_step_pre_hook(lambda *_: self.wait_staged())
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -162,8 +168,11 @@ class Resumable:
     def step_done(self, loss: float | None = None, *, report: bool = True) -> None:
         """Call on every rank after each optimizer step: counts it, saves when the spec's
         cadence says so (every `interval_steps`, or `interval_seconds` after the last save on
-        any rank's clock), snapshots into memory, and on SIGTERM saves and exits. With `report`,
-        the step (and `loss`) goes to the job's status."""
+        any rank's clock), snapshots into memory (`cadence`; and at a checkpoint's step, which
+        stages from the snapshot), and on SIGTERM saves and exits. With `report`, the step (and
+        `loss`) goes to the job's status."""
+        if self._step_ended is not None:
+            self.cadence.step_took(time.monotonic() - self._step_ended)
         self.progress.step += 1
         self.progress.position += self.global_batch
         self._steps_this_run += 1
@@ -177,13 +186,21 @@ class Resumable:
                 self.progress.step, loss, self.global_batch, total_steps=self.total_steps,
                 extra={"resumed": {k: v for k, v in resumed.items() if v is not None}},
             )  # fmt: skip
-        preempted, overdue = self._agree()
-        if self.progress.step % self.settings.interval_steps == 0 or overdue:
+        step = self.progress.step
+        on_cadence = step % self.settings.interval_steps == 0
+        preempted, overdue, snapshot = self._agree(
+            self.cadence.due(step) or (on_cadence and self.memory.lends)
+        )
+        if snapshot:  # first: a checkpoint of this step stages from it
+            started = time.monotonic()
+            self.memory.maybe_save(step, self.state, due=True)
+            self.cadence.snapshot_took(time.monotonic() - started, first_use=self.memory.first_use)
+        if on_cadence or overdue:
             with self._blocked_by_save():
                 self._going_on(self.checkpoints.wait)  # the last save's failure told
-                self._going_on(self.save)  # and this one tried
-        self.memory.maybe_save(self.progress.step, self.state)
+                self._going_on(self._save_periodic)  # and this one tried
         self._going_on(self.checkpoints.poll)
+        self._step_ended = time.monotonic()
         if preempted:  # a rank's pod is being stopped: every rank saves this step and stops
             with self.reporter.saving(self.progress.step):
                 self.save(blocking=True)
@@ -205,7 +222,9 @@ class Resumable:
         """Block until an in-flight save's or snapshot's copy of the state is taken (the
         optimizer step calls it: it is the first thing that changes the saved tensors)."""
         self._going_on(self.checkpoints.wait_staged)
-        self.memory.wait_staged()
+        started = time.monotonic()
+        if self.memory.wait_staged():
+            self.cadence.blocked_more(time.monotonic() - started)
 
     def _going_on(self, action: Callable[[], None]) -> None:
         """Run a step of a periodic save; if the save fails (a full volume, a lost mount), say
@@ -223,6 +242,13 @@ class Resumable:
         """Checkpoint now (in the background unless `blocking` or spec.checkpoint.async is off)."""
         self._last_save = time.monotonic()
         self.checkpoints.save(self.progress.step, {"app": self.state}, blocking=blocking)
+
+    def _save_periodic(self) -> None:
+        """`save` on the cadence, staged from this step's memory snapshot when there is one
+        (`staging`: the snapshot's copy serves the checkpoint too)."""
+        self._last_save = time.monotonic()
+        step = self.progress.step
+        self.checkpoints.save(step, {"app": self.state}, snapshot=self.memory.lend(step))
 
     def _committed(self, step: int, location: str) -> None:
         """A save committed: how long it took (for the hang timeout of the next blocking one)
@@ -245,17 +271,21 @@ class Resumable:
     def _on_sigterm(self, *_: object) -> None:
         self._preempted = True
 
-    def _agree(self) -> tuple[bool, bool]:
+    def _agree(self, snapshot: bool) -> tuple[bool, bool, bool]:
         """One collective per step for what every rank must decide alike: is any rank being
-        preempted (SIGTERM), and has any rank's clock passed interval_seconds since the last
-        save (the clocks differ a little; a save is a collective)."""
+        preempted (SIGTERM), has any rank's clock passed interval_seconds since the last save
+        (the clocks differ a little; a save is a collective), and does any rank's `cadence` (its
+        own measure of what a snapshot costs) say a memory snapshot is due (a snapshot is whole
+        only when every rank's part is of the same step)."""
         limit = self.settings.interval_seconds
         overdue = limit is not None and time.monotonic() - self._last_save >= limit
         if not dist.is_initialized():
-            return self._preempted, overdue
-        flags = torch.tensor([int(self._preempted), int(overdue)], device=devices.for_group())
+            return self._preempted, overdue, snapshot
+        flags = torch.tensor(
+            [int(self._preempted), int(overdue), int(snapshot)], device=devices.for_group()
+        )
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        return bool(flags[0].item()), bool(flags[1].item())
+        return bool(flags[0].item()), bool(flags[1].item()), bool(flags[2].item())
 
 
 def _side_group() -> dist.ProcessGroup | None:

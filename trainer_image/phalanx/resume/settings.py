@@ -37,6 +37,7 @@ class CheckpointSettings:
     memory_dir: str | None = None
     """The pod's directory in host memory for snapshots (set by the agent); None: no snapshots."""
     memory_interval_steps: int = 10
+    memory_overhead_percent: int = 1
     collective_timeout_seconds: int | None = None
     """The process group's timeout once training runs (spec.nccl.timeoutSeconds)."""
 
@@ -59,6 +60,12 @@ class CheckpointSettings:
                 values,
                 env.PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS,
                 default.memory_interval_steps,
+                0,
+            ),
+            memory_overhead_percent=_int(
+                values,
+                env.PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT,
+                default.memory_overhead_percent,
                 0,
             ),
             collective_timeout_seconds=_optional_int(

@@ -73,6 +73,7 @@ def checkpoint_env(job: TrainingJob) -> dict[str, str]:
         spec.checkpoint.async_save,
         spec.checkpoint.memory_interval_steps,
         spec.checkpoint.interval_seconds,
+        spec.checkpoint.memory_overhead_percent,
     )
     if spec.nccl is not None and spec.nccl.timeout_seconds is not None:
         values[env.PHALANX_COLLECTIVE_TIMEOUT_SECONDS] = str(spec.nccl.timeout_seconds)
