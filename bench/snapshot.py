@@ -53,8 +53,8 @@ def default_spacing(copied: float, step: float) -> int:
     seconds of `step`-second steps: what the job's `SnapshotCadence` settles on."""
     cadence = SnapshotCadence(SNAPSHOT_EVERY, OVERHEAD_PERCENT)
     cadence.step_took(step)
-    cadence.snapshot_took(copied, first_use=False)
-    cadence.due(0)
+    cadence.snapshot_took(copied, counted=True)
+    cadence.step_took(step)  # the copy is all it blocked: the step after it as the others
     return cadence.spacing
 
 

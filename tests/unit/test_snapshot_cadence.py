@@ -1,8 +1,10 @@
 """The memory snapshot cadence keeps snapshots within spec.checkpoint.memoryOverheadPercent of
 step time: every memoryIntervalSteps while they are cheap, every whole multiple of it when one
-costs more, never counting a snapshot that touched its slot for the first time, and exactly the
-interval when the budget is 0. The ranks' agreement on the steps is `Resumable._agree`'s (run
-for real in tests/local/test_inplace.py)."""
+costs more (its own blocked time and what the step after it took beyond the others), not
+counting a snapshot that touched its slot for the first time or stood for a checkpoint, and
+exactly the interval when the budget is 0. The ranks' agreement on the steps is
+`Resumable._agree`'s (run for real in tests/local/test_inplace.py); `Resumable` keeps this
+cadence in tests/trainer/test_snapshot_budget.py."""
 
 from __future__ import annotations
 
@@ -21,50 +23,52 @@ def due_steps(cadence: SnapshotCadence, upto: int) -> list[int]:
 def test_a_cheap_snapshot_keeps_the_interval() -> None:
     cadence = SnapshotCadence(interval_steps=10, overhead_percent=1)
     steps(cadence, 0.116)
-    cadence.snapshot_took(0.003, first_use=False)  # the toy: 3 ms of 116 ms steps
+    cadence.snapshot_took(0.003, counted=True)  # the toy alone: 3 ms of 116 ms steps
+    cadence.step_took(0.116)
     assert due_steps(cadence, 40) == [10, 20, 30, 40]
 
 
 def test_a_costly_snapshot_spaces_them_to_the_budget() -> None:
     cadence = SnapshotCadence(interval_steps=10, overhead_percent=1)
     steps(cadence, 0.842)
-    cadence.snapshot_took(0.128, first_use=False)  # 117.5 M: 128 ms of 842 ms steps
-    assert cadence.due(20)  # the spacing is settled when next asked: 16 steps, so 20
+    cadence.snapshot_took(0.128, counted=True)  # 117.5 M: 128 ms of 842 ms steps
+    cadence.step_took(0.842)  # settled by the step after it: 16 steps, so every 20
     assert due_steps(cadence, 60) == [20, 40, 60]
     assert 0.128 / (cadence.spacing * 0.842) <= 0.01
 
 
-def test_the_wait_of_the_next_optimizer_step_counts_too() -> None:
+def test_what_the_step_after_it_lost_counts_too() -> None:
     cadence = SnapshotCadence(interval_steps=10, overhead_percent=1)
-    steps(cadence, 0.1)
-    cadence.snapshot_took(0.005, first_use=False)
-    cadence.blocked_more(0.025)  # on a GPU: the copy the optimizer step waited for
-    cadence.due(11)
-    assert cadence.spacing == 30
+    steps(cadence, 0.151)
+    cadence.snapshot_took(0.003, counted=True)  # 3 ms on this rank...
+    cadence.step_took(0.164)  # ...and the next step waited 13 ms (a slower rank, a GPU copy)
+    assert cadence.spacing == 20
 
 
 def test_cheaper_snapshots_bring_the_interval_back() -> None:
     cadence = SnapshotCadence(interval_steps=10, overhead_percent=1)
     steps(cadence, 0.5)
-    cadence.snapshot_took(0.2, first_use=False)
-    cadence.due(11)
+    cadence.snapshot_took(0.2, counted=True)
+    cadence.step_took(0.5)
     assert cadence.spacing == 40
-    cadence.snapshot_took(0.01, first_use=False)
-    cadence.due(41)
+    cadence.snapshot_took(0.01, counted=True)
+    cadence.step_took(0.5)
     assert cadence.spacing == 10
 
 
-def test_a_first_use_of_a_slot_does_not_count() -> None:
+def test_a_first_use_or_a_checkpoints_snapshot_does_not_count() -> None:
     cadence = SnapshotCadence(interval_steps=10, overhead_percent=1)
     steps(cadence, 0.842)
-    cadence.snapshot_took(1.8, first_use=True)  # pages touched for the first time
+    cadence.snapshot_took(1.8, counted=False)  # pages touched for the first time
+    cadence.step_took(3.0)  # and the step after a checkpoint's, beside its upload
     assert due_steps(cadence, 20) == [10, 20]
 
 
 def test_no_budget_means_exactly_the_interval() -> None:
     cadence = SnapshotCadence(interval_steps=10, overhead_percent=0)
     steps(cadence, 0.1)
-    cadence.snapshot_took(5.0, first_use=False)
+    cadence.snapshot_took(5.0, counted=True)
+    cadence.step_took(0.1)
     assert due_steps(cadence, 30) == [10, 20, 30]
 
 

@@ -11,12 +11,15 @@ forward and backward passes and costs less. One fixed interval cannot serve both
 measured in the job can. Fewer snapshots mean more steps redone after a failure (on average
 half the spacing), which is the trade the budget states.
 
-What counts: the time a snapshot blocked training (the `maybe_save` call, and on a GPU the wait
-of the next optimizer step for the copy), against the median of the recent steps. A snapshot
-that wrote a slot for the first time in this process (the pages touched or mapped, once) is not
-representative and leaves the spacing as it was. Spacings are whole multiples of
-`memoryIntervalSteps`, so snapshots keep landing on the checkpoint steps they did, where a
-checkpoint stages from them (`staging`).
+What counts: the time the snapshot blocked its own step, and what the next step took beyond the
+median of the recent ones: on a GPU the optimizer step's wait for the copy, on any machine the
+slowest rank's snapshot, which every rank waits for in the next collective (the quickstart, 4
+ranks on 2 cores: a 1 MiB snapshot blocks its rank 3 ms, and the step after it took 13 ms
+longer). Not counted: a snapshot that wrote a slot for the first time in this process (its pages
+touched or mapped, once), and one at a checkpoint's step, which the checkpoint stages from
+instead of copying the state itself (`staging`): its cost is the checkpoint's. Spacings are
+whole multiples of `memoryIntervalSteps`, so snapshots keep landing on the checkpoint steps
+they did.
 
 The ranks must snapshot the same steps (a snapshot is whole only when every rank's part is of
 one step): each rank says whether one is due in the per-step agreement (`Resumable._agree`),
@@ -45,35 +48,33 @@ class SnapshotCadence:
     spacing: int = field(init=False)
     """Steps between snapshots now: a multiple of interval_steps."""
     _steps: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS), init=False)
-    _blocked: float = field(default=0.0, init=False)
-    _measured: bool = field(default=False, init=False)
+    _blocked: float | None = field(default=None, init=False)
+    """A counted snapshot's own blocked time, until the step after it is known."""
 
     def __post_init__(self) -> None:
         self.spacing = self.interval_steps
 
     def due(self, step: int) -> bool:
-        """Whether this rank would snapshot at `step` (asked after each step, by when the last
-        snapshot's cost is whole)."""
-        self._settle()
+        """Whether this rank would snapshot at `step`."""
         return self.spacing > 0 and step % self.spacing == 0
 
+    def snapshot_took(self, blocked: float, *, counted: bool) -> None:
+        """A snapshot blocked its step `blocked` seconds; `counted`: its cost is the cadence's
+        (not a slot's first use, not a checkpoint's step)."""
+        self._blocked = blocked if counted else None
+
     def step_took(self, seconds: float) -> None:
+        """A step's time (its forward, backward and optimizer step; not the saves after it).
+        The step after a counted snapshot settles the spacing."""
+        if self._blocked is not None and self._steps:
+            excess = max(0.0, seconds - statistics.median(self._steps))
+            self._settle(self._blocked + excess)
+        self._blocked = None
         self._steps.append(seconds)
 
-    def snapshot_took(self, blocked: float, *, first_use: bool) -> None:
-        """A snapshot blocked training `blocked` seconds so far (more may follow, `blocked_more`);
-        `first_use`: it wrote a slot this process had not written before."""
-        self._blocked, self._measured = blocked, not first_use
-
-    def blocked_more(self, seconds: float) -> None:
-        """The next optimizer step waited `seconds` for the last snapshot's copy (on a GPU)."""
-        self._blocked += seconds
-
-    def _settle(self) -> None:
-        """The spacing from the last snapshot's cost, once."""
-        if not self._measured or not self.overhead_percent or not self._steps:
+    def _settle(self, cost: float) -> None:
+        if not self.overhead_percent or self.interval_steps == 0:
             return
         budget = self.overhead_percent / 100 * statistics.median(self._steps)
-        needed = math.ceil(self._blocked / budget) if budget > 0 else self.interval_steps
+        needed = math.ceil(cost / budget) if budget > 0 else self.interval_steps
         self.spacing = self.interval_steps * max(1, math.ceil(needed / self.interval_steps))
-        self._measured = False

@@ -131,7 +131,10 @@ class MemorySnapshots:
             )
         else:  # on the CPU, a copy in the background takes the cores training runs on: copy now
             written = self._write(header, tensors[first:end], slot, copied)
-            self._job = self._worker.submit(self._finish, header, written, not replicated)
+            if replicated:  # only the header to write: a thread woken for it costs more
+                self._finish(header, written, keep_copy=False)
+            else:
+                self._job = self._worker.submit(self._finish, header, written, True)
         return True
 
     @property
@@ -214,13 +217,12 @@ class MemorySnapshots:
             torch._foreach_copy_(targets, sources, non_blocking=True)
         self._stream.synchronize()
 
-    def wait_staged(self) -> bool:
+    def wait_staged(self) -> None:
         """Block until an in-flight snapshot has copied the state (call before changing it); a
-        failed copy is the job's to report. Whether there was one."""
+        failed copy is the job's to report."""
         copied, self._copied = self._copied, None
         if copied is not None:
             copied.result()
-        return copied is not None
 
     def wait(self) -> None:
         """Let an in-flight snapshot finish; a failed one is logged, not fatal."""

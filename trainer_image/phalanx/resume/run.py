@@ -191,11 +191,13 @@ class Resumable:
         preempted, overdue, snapshot = self._agree(
             self.cadence.due(step) or (on_cadence and self.memory.lends)
         )
+        checkpoint = on_cadence or overdue
         if snapshot:  # first: a checkpoint of this step stages from it
             started = time.monotonic()
             self.memory.maybe_save(step, self.state, due=True)
-            self.cadence.snapshot_took(time.monotonic() - started, first_use=self.memory.first_use)
-        if on_cadence or overdue:
+            counted = not checkpoint and not self.memory.first_use
+            self.cadence.snapshot_took(time.monotonic() - started, counted=counted)
+        if checkpoint:
             with self._blocked_by_save():
                 self._going_on(self.checkpoints.wait)  # the last save's failure told
                 self._going_on(self._save_periodic)  # and this one tried
@@ -222,9 +224,7 @@ class Resumable:
         """Block until an in-flight save's or snapshot's copy of the state is taken (the
         optimizer step calls it: it is the first thing that changes the saved tensors)."""
         self._going_on(self.checkpoints.wait_staged)
-        started = time.monotonic()
-        if self.memory.wait_staged():
-            self.cadence.blocked_more(time.monotonic() - started)
+        self.memory.wait_staged()
 
     def _going_on(self, action: Callable[[], None]) -> None:
         """Run a step of a periodic save; if the save fails (a full volume, a lost mount), say
