@@ -40,8 +40,9 @@ def job(
     manifest["spec"]["failurePolicy"]["maxInfraRestarts"] = 1000
     manifest["spec"]["spares"] = spares
     manifest["spec"]["trainer"]["sharding"] = sharding
-    if memory_interval_steps is not None:
+    if memory_interval_steps is not None:  # exactly this cadence: no overhead budget
         manifest["spec"]["checkpoint"]["memoryIntervalSteps"] = memory_interval_steps
+        manifest["spec"]["checkpoint"]["memoryOverheadPercent"] = 0
     if large:
         manifest["spec"]["replicas"] = {"min": 1, "max": 2}
         manifest["spec"]["trainer"]["globalBatchSize"] = 2

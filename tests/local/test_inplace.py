@@ -38,7 +38,7 @@ def test_worker_kill_and_lost_node_recover_in_place_and_keep_the_trajectory(
     """DDP's memory snapshots are the whole (replicated) state; FSDP's are each rank's shards,
     restored into the same layout."""
     job = manifest(tmp_path, spares=1, trainer={"steps": STEPS, "sharding": sharding},
-                   checkpoint={"memoryIntervalSteps": 1})  # fmt: skip
+                   checkpoint={"memoryIntervalSteps": 1, "memoryOverheadPercent": 0})  # fmt: skip
     reference = phalanx("run", str(job), "--workdir", str(tmp_path / "reference"), "-o", "json")
     assert reference.code == 0, reference.stderr[-4000:]
 

@@ -47,6 +47,7 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             "PHALANX_CHECKPOINT_KEEP": "3",
             "PHALANX_CHECKPOINT_ASYNC": "true", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
             "PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS": "10",
+            "PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT": "1",
             # spec.trainer unset: its documented defaults, not the trainer's own
             "PHALANX_TRAINER_GLOBAL_BATCH_SIZE": "32", "PHALANX_TRAINER_SHARDING": "ddp",
             "PHALANX_TRAINER_MIXED_PRECISION": "none", "PHALANX_TRAINER_SEED": "0",

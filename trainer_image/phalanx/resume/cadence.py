@@ -17,9 +17,9 @@ slowest rank's snapshot, which every rank waits for in the next collective (the 
 ranks on 2 cores: a 1 MiB snapshot blocks its rank 3 ms, and the step after it took 13 ms
 longer). Not counted: a snapshot that wrote a slot for the first time in this process (its pages
 touched or mapped, once), and one at a checkpoint's step, which the checkpoint stages from
-instead of copying the state itself (`staging`): its cost is the checkpoint's. Spacings are
-whole multiples of `memoryIntervalSteps`, so snapshots keep landing on the checkpoint steps
-they did.
+instead of copying the state itself (`staging`): its cost is the checkpoint's (`Resumable` takes
+one at every checkpoint step where the snapshot can stand for the checkpoint). Spacings are
+whole multiples of `memoryIntervalSteps`, the steps a user who set it expects snapshots at.
 
 The ranks must snapshot the same steps (a snapshot is whole only when every rank's part is of
 one step): each rank says whether one is due in the per-step agreement (`Resumable._agree`),

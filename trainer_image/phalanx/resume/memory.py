@@ -14,7 +14,10 @@ preallocated slots (`arena`: a mapped file, pinned on a GPU, one `_foreach_copy_
 the GIL), and the start of a background job that commits it and makes the buddy copy. On a GPU
 the copy itself is that job's too: DMA on a stream of its own beside the next step's forward and
 backward passes, which the next optimizer step waits for (`wait_staged`). On the CPU it is not:
-there the background thread would take the cores training runs on.
+there the background thread would take the cores training runs on, and a replicated state's
+commit (a small header) is made at once too. When snapshots are taken: `cadence`, within the
+job's overhead budget. A checkpoint of the same step stages from the snapshot's slot
+(`lend`, `staging`): one copy of the state serves both.
 
 What is kept, two slots per rank (the newest whole snapshot survives a kill during the next):
 - sharded (FSDP, tensor parallel): each rank its own shard, and a copy of its buddy's (the rank
@@ -99,8 +102,8 @@ class MemorySnapshots:
         every `interval_steps`. On a GPU the copy runs in the background (the optimizer step
         waits for it); on the CPU it is made here, as measured (bench.snapshot, 117.5 M
         parameters on 2 cores: 79 ms alone, 278 ms a snapshot beside training's threads).
-        Committing it and the buddy copy always run in the background. True if a snapshot
-        was taken."""
+        The buddy copy runs in the background, and so does the commit but for a replicated
+        state on the CPU. True if a snapshot was taken."""
         if not self.enabled or not (step % self.interval_steps == 0 if due is None else due):
             return False
         self.wait()

@@ -19,6 +19,7 @@ from the snapshot's; a copy that failed; no numpy), the checkpoint stages as bef
 from __future__ import annotations
 
 import importlib.util
+import logging
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from torch.distributed.checkpoint.staging import AsyncStager
 from torch.distributed.tensor import DTensor
 
 from phalanx.resume import arena
+
+log = logging.getLogger(__name__)
 
 NUMPY = importlib.util.find_spec("numpy") is not None
 """Whether numpy is installed, through which a tensor of its own storage is made over a slot's
@@ -102,21 +105,21 @@ class FromSnapshot(AsyncStager):
     def __init__(self, lent: LentSnapshot, fallback: AsyncStager) -> None:
         self.lent = lent
         self.fallback = fallback
-        self.used = False
-        """Whether the snapshot stood for the checkpoint (else the fallback staged it)."""
 
     def stage(self, state_dict: Any) -> Future[Any] | Any:
         if not NUMPY or not self.lent.matches(state_dict):
             self.lent.returned.set()
             return self.fallback.stage(state_dict)
-        self.used = True
         staged: Future[Any] = Future()
 
         def when_copied(copied: Copied) -> None:
             data = copied.result()
-            if data is not None:
-                staged.set_result(in_slot(state_dict, data, self.lent.entries))
-                return
+            try:
+                if data is not None:
+                    staged.set_result(in_slot(state_dict, data, self.lent.entries))
+                    return
+            except (RuntimeError, ValueError, TypeError) as error:  # not left unresolved
+                log.warning("checkpoint not staged from the memory snapshot: %s", error)
             self.lent.returned.set()  # the copy failed: stage the live state after all
             try:
                 result = self.fallback.stage(state_dict)
