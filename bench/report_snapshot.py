@@ -37,6 +37,27 @@ def _every(figures: Figures) -> str:
     return f"; every {spacing} steps" if spacing is not None else ""
 
 
+def _checkpoint_lines(runs: list[tuple[str, list[Figures]]]) -> list[str]:
+    """A checkpoint at a snapshot's step, where a run measured it: what the job's async save
+    blocks (until staged) staged by DCP's stager, and staged from the snapshot of its step."""
+    measured = [
+        f"{where}, {f['model']}: {_ms(f['checkpoint_staged'])} staged by DCP, "
+        f"{_ms(f['checkpoint_from_snapshot'])} from the snapshot"
+        for where, figures in runs
+        for f in figures
+        if "checkpoint_from_snapshot" in f
+    ]
+    if not measured:
+        return []
+    return [
+        "A checkpoint at a snapshot's step (an async DCP save until its staging is done, when "
+        "training may change the state; the snapshot's own cost is the row above): "
+        + "; ".join(measured)
+        + ".",
+        "",
+    ]
+
+
 def gpu_runs() -> list[Figures]:
     """The GPU runs on record, each `{"machine", "figures", "date"?}`."""
     return [json.loads(p.read_text()) for p in sorted(GPU_RESULTS.glob("snapshot-*.json"))]
@@ -72,8 +93,8 @@ def section(suite: Figures | None) -> list[str]:
     ]
     for where, figures in runs:
         lines += _rows(figures, where)
+    lines += ["", *_checkpoint_lines(runs)]
     lines += [
-        "",
         "On a GPU the copy is the whole state (12 bytes a parameter here) from the device into "
         "pinned host memory at PCIe speed (about 48 GB/s measured on the H100): it overlaps the "
         "next forward and backward passes, and what it does not cover blocks the optimizer "

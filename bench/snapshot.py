@@ -14,7 +14,11 @@ Four figures per model (model + AdamW state, one rank), each the median of `--re
   the job would keep (`SnapshotCadence`: every `memoryIntervalSteps`, or every multiple of it
   that keeps the measured call + copy within `memoryOverheadPercent` of step time);
 - restore: `MemorySnapshots.load` into a fresh state, beside `dcp.load` of a DCP checkpoint of
-  the same state saved to the same memory (tmpfs), and that DCP save's own time.
+  the same state saved to the same memory (tmpfs), and that DCP save's own time;
+- a checkpoint at a snapshot's step: what the job's async checkpoint (`CheckpointManager.save`
+  until its staging is done, when training may change the state) blocks for, staged by DCP's
+  stager (the state copied into host buffers) and staged from the snapshot of its step (the
+  snapshot's own cost is the figures above).
 
 Usage: python -m bench.snapshot [--sizes large,xl] [--repeats 3] [--steps 30] [--json F] [--out F]
 """
@@ -30,6 +34,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +45,9 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from phalanx.models.spec import Checkpoint
 from phalanx.resume import devices
 from phalanx.resume.cadence import SnapshotCadence
+from phalanx.resume.checkpoint import CheckpointManager
 from phalanx.resume.memory import MemorySnapshots
+from phalanx.resume.staging import LentSnapshot
 from phalanx.resume.state import AppState, TrainingProgress
 from phalanx.trainer.model import ModelConfig, TinyLM
 
@@ -146,6 +153,7 @@ def measure(name: str, config: ModelConfig, repeats: int, steps: int, batch: int
             _timed(lambda: _restore(memory.directory, config, batch)) for _ in range(repeats)
         ]
         restore_build = statistics.median(_timed(lambda: Trainer(config, batch)) for _ in range(2))
+        staged, from_snapshot = _checkpoint_blocked(trainer, memory, Path(shm, "ckpt"), repeats)
         memory.close()
         rounds = [_dcp_round(trainer, Path(shm, f"dcp-{i}"), config, batch) for i in range(repeats)]
     saves, loads = [save for save, _ in rounds], [load for _, load in rounds]
@@ -159,7 +167,36 @@ def measure(name: str, config: ModelConfig, repeats: int, steps: int, batch: int
         "blocked_in_run": extra / taken, "share_in_run": extra / statistics.median(without),
         "restore": statistics.median(restore) - restore_build,
         "dcp_save": statistics.median(saves), "dcp_load": statistics.median(loads),
+        "checkpoint_staged": staged, "checkpoint_from_snapshot": from_snapshot,
     }  # fmt: skip
+
+
+def _checkpoint_blocked(
+    trainer: Trainer, memory: MemorySnapshots, root: Path, repeats: int
+) -> tuple[float, float]:
+    """What an async checkpoint blocks the loop for (the save call until its staging is done),
+    staged by DCP's stager and staged from the snapshot of its step: medians of `repeats`, each
+    after one of either kind (the stager's host buffers and the slots are in use by then)."""
+    manager = CheckpointManager(str(root), keep=1)
+    staged, from_snapshot = [], []
+    for step in range(10**6, 10**6 + 2 * (repeats + 1), 2):  # past the run's steps
+        staged.append(_timed(partial(_blocking, manager, step, trainer.state)))
+        manager.wait()
+        memory.maybe_save(step + 1, trainer.state, due=True)
+        memory.wait_staged()  # the snapshot's own cost, measured apart
+        lent = memory.lend(step + 1)
+        assert lent is not None, "the snapshot holds the whole state"
+        from_snapshot.append(_timed(partial(_blocking, manager, step + 1, trainer.state, lent)))
+        manager.wait()
+        memory.wait()
+    manager.close()
+    return statistics.median(staged[1:]), statistics.median(from_snapshot[1:])
+
+
+def _blocking(manager: CheckpointManager, step: int, state: AppState,
+              lent: LentSnapshot | None = None) -> None:  # fmt: skip
+    manager.save(step, {"app": state}, snapshot=lent)
+    manager.wait_staged()
 
 
 def _dcp_round(
@@ -186,7 +223,8 @@ def row(f: dict[str, Any]) -> str:
     return (f"| {f['model']} | {float(f['parameters']) / 1e6:.1f} M | {float(f['state_mib']):.0f} MiB "
             f"| {ms('step_seconds')} | {ms('called')} | {ms('copied')} "
             f"| {ms('blocked_in_run')} ({float(f['share_in_run']) * 100:.2f} %) "
-            f"| {ms('restore')} | {ms('dcp_save')} | {ms('dcp_load')} |")  # fmt: skip
+            f"| {ms('restore')} | {ms('dcp_save')} | {ms('dcp_load')} "
+            f"| {ms('checkpoint_staged')} | {ms('checkpoint_from_snapshot')} |")  # fmt: skip
 
 
 def machine() -> str:
@@ -202,9 +240,12 @@ def report(figures: list[dict[str, Any]], where: str, repeats: int) -> str:
         "cadence (every " + ", ".join(f"{f['default_spacing']} ({f['model']})" for f in figures)
         + ") against the same steps without; blocked per snapshot "
         "and, in brackets, its share of step time. Restore: a fresh state loaded from the pod's "
-        "memory; DCP: a save and a load of the same state in the same memory (tmpfs).\n\n"
+        "memory; DCP: a save and a load of the same state in the same memory (tmpfs). "
+        "Checkpoint: what the job's async checkpoint blocks (until staged), staged by DCP and "
+        "staged from the snapshot of its step.\n\n"
         "| model | parameters | snapshot | step | call | call + copy | in a run | restore "
-        "| DCP save | DCP load |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| DCP save | DCP load | checkpoint, DCP staged | checkpoint, from the snapshot |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
         + "\n".join(map(row, figures)) + "\n\nThe first use of each slot maps, touches and (on a GPU) "
         "pins it, once per run: the first snapshot took "
         + ", ".join(f"{float(f['first_copied']) * 1000:.0f} ms ({f['model']})" for f in figures)

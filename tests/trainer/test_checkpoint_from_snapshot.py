@@ -7,6 +7,10 @@ happens in training (they run back to back in `Resumable.step_done`); a checkpoi
 the snapshot holds the snapshot's values, one staged by DCP the live ones. Every strategy's
 checkpoints go through this path in tests/trainer/test_trajectory.py, whose resumed losses must
 match an uninterrupted run's.
+
+Each test runs with the copy made in `maybe_save` (the CPU's way) and on the snapshot thread (a
+GPU's way, `background`), where a checkpoint lends the snapshot while its copy may still be
+queued: on an H200 that path once deadlocked (the copy waited for its own checkpoint).
 """
 
 from __future__ import annotations
@@ -21,8 +25,14 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from phalanx.resume import devices
 from phalanx.resume.checkpoint import CheckpointManager
 from phalanx.resume.memory import MemorySnapshots
+
+
+@pytest.fixture(params=[False, True], ids=["inline", "background"])
+def background(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
 
 
 @pytest.fixture(autouse=True)
@@ -60,20 +70,52 @@ def stored(manager: CheckpointManager) -> tuple[int | None, float, float]:
     return step, float(target.weights[0]), float(target.scale[0])
 
 
-def test_a_checkpoint_at_a_snapshot_step_holds_the_snapshots_copy(tmp_path: Path) -> None:
-    memory = MemorySnapshots(tmp_path, interval_steps=2, local_rank=0)
+def test_a_checkpoint_at_a_snapshot_step_holds_the_snapshots_copy(
+    tmp_path: Path, background: bool
+) -> None:
+    memory = MemorySnapshots(tmp_path, interval_steps=2, local_rank=0, background=background)
     manager = CheckpointManager(str(tmp_path / "checkpoints"))
     live = Weights()
     live.set(2.0, 2)
     assert memory.maybe_save(2, live)
+    memory.wait_staged()  # as the next optimizer step does before it changes the state
     live.weights.fill_(99.0)  # after the snapshot's copy: not in it
     manager.save(2, {"app": live}, snapshot=memory.lend(2))
     manager.wait()
     assert stored(manager) == (2, 2.0, 2.0), "staged from the slot, not from the live state"
 
 
-def test_without_a_snapshot_of_its_step_a_checkpoint_copies_the_live_state(tmp_path: Path) -> None:
-    memory = MemorySnapshots(tmp_path, interval_steps=2, local_rank=0)
+def test_a_checkpoint_lent_the_snapshot_before_its_copy_ran_completes(
+    tmp_path: Path, background: bool
+) -> None:
+    """The training loop's order: the snapshot, at once the checkpoint lent it (its copy may
+    still be queued on the snapshot thread), then the next optimizer step's wait."""
+    memory = MemorySnapshots(tmp_path, interval_steps=2, local_rank=0, background=background)
+    manager = CheckpointManager(str(tmp_path / "checkpoints"))
+    live = Weights()
+    for step in (2, 4):  # the first snapshot starts the snapshot thread; the second finds it idle
+        live.set(float(step), step)
+        memory.maybe_save(step, live)
+        lent = memory.lend(step)
+        manager.save(step, {"app": live}, snapshot=lent)
+        done = threading.Thread(target=_next_step_then_upload, args=(memory, manager))
+        done.start()
+        done.join(timeout=60)
+        if done.is_alive() and lent is not None:
+            lent.returned.set()  # let the stuck copy go, or this process never exits
+        assert not done.is_alive(), "the copy waited for the checkpoint that waits for it"
+        assert stored(manager) == (step, float(step), float(step))
+
+
+def _next_step_then_upload(memory: MemorySnapshots, manager: CheckpointManager) -> None:
+    memory.wait_staged()
+    manager.wait()
+
+
+def test_without_a_snapshot_of_its_step_a_checkpoint_copies_the_live_state(
+    tmp_path: Path, background: bool
+) -> None:
+    memory = MemorySnapshots(tmp_path, interval_steps=2, local_rank=0, background=background)
     manager = CheckpointManager(str(tmp_path / "checkpoints"))
     live = Weights()
     live.set(2.0, 2)
@@ -86,9 +128,9 @@ def test_without_a_snapshot_of_its_step_a_checkpoint_copies_the_live_state(tmp_p
 
 
 def test_a_state_unlike_the_snapshot_is_staged_by_dcp_and_the_slot_given_back(
-    tmp_path: Path,
+    tmp_path: Path, background: bool
 ) -> None:
-    memory = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0)
+    memory = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0, background=background)
     manager = CheckpointManager(str(tmp_path / "checkpoints"))
     live = Weights()
     live.set(1.0, 1)
@@ -104,8 +146,10 @@ def test_a_state_unlike_the_snapshot_is_staged_by_dcp_and_the_slot_given_back(
     assert float(target["app"]["w"][0]) == 5.0  # type: ignore[index]
 
 
-def test_a_lent_slot_is_written_again_only_once_the_upload_is_done(tmp_path: Path) -> None:
-    memory = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0)
+def test_a_lent_slot_is_written_again_only_once_the_upload_is_done(
+    tmp_path: Path, background: bool
+) -> None:
+    memory = MemorySnapshots(tmp_path, interval_steps=1, local_rank=0, background=background)
     live = Weights()
     live.set(1.0, 1)
     memory.maybe_save(1, live)  # slot 0
@@ -118,10 +162,9 @@ def test_a_lent_slot_is_written_again_only_once_the_upload_is_done(tmp_path: Pat
     memory.wait()
     live.set(3.0, 3)
     third = threading.Thread(target=memory.maybe_save, args=(3, live))
-    third.start()
+    third.start()  # inline, the call waits; in the background, its copy does
     third.join(timeout=2.0)
-    assert third.is_alive(), "slot 0 was written while its upload was reading it"
-    assert {slot.step() for slot in memory.own_slots()} == {1, 2}, "slot 0 still holds step 1"
+    assert {slot.step() for slot in memory.own_slots()} == {1, 2}, "slot 0 was written early"
     upload.set_result(None)
     third.join(timeout=60)
     assert not third.is_alive()
@@ -132,14 +175,33 @@ def test_a_lent_slot_is_written_again_only_once_the_upload_is_done(tmp_path: Pat
 
 
 def test_when_the_snapshots_copy_failed_the_checkpoint_copies_the_live_state(
-    tmp_path: Path,
+    tmp_path: Path, background: bool
 ) -> None:
-    memory = MemorySnapshots(tmp_path / "gone", interval_steps=2, local_rank=0)  # never made
+    memory = MemorySnapshots(tmp_path / "gone", 2, 0, background=background)  # never made
     manager = CheckpointManager(str(tmp_path / "checkpoints"))
     live = Weights()
     live.set(2.0, 2)
     memory.maybe_save(2, live)  # its copy fails: no directory
+    memory.wait_staged()
     live.weights.fill_(7.0)
     manager.save(2, {"app": live}, snapshot=memory.lend(2))
     manager.wait()
     assert stored(manager) == (2, 7.0, 2.0), "staged from the live state after all"
+
+
+def test_where_the_stager_cannot_be_reused_each_checkpoint_takes_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch 2.11 (`devices.stager_reusable`): every save stages with a fresh stager, the last
+    one closed, and each is committed."""
+    monkeypatch.setattr(devices, "stager_reusable", lambda: False)
+    manager = CheckpointManager(str(tmp_path / "checkpoints"))
+    live = Weights()
+    stagers = []
+    for step in (1, 2, 3):
+        live.set(float(step), step)
+        manager.save(step, {"app": live})
+        stagers.append(manager._stager)
+        manager.wait()
+    assert len({id(stager) for stager in stagers}) == 3
+    assert stored(manager) == (3, 3.0, 3.0)

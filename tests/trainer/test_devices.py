@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from phalanx.resume import devices
 from tests.support.gang import kept_trajectory, start_node
 from tests.support.meta_default_device import MARK_DIR
 
@@ -64,3 +65,13 @@ def test_no_tensor_is_left_off_the_device(tmp_path: Path, case: str) -> None:
     assert sorted(losses) == list(range(1, 7))
     log = (tmp_path / "log" / "losses.jsonl").read_text()
     assert '"event": "resume", "step": 4, "world": 2, "from": 4, "source": "storage"' in log
+
+
+@pytest.mark.parametrize(
+    ("version", "reusable"),
+    [("2.11.0+cu130", False), ("2.11.1", False), ("2.10.0", True), ("2.15.0+cu132", True)],
+)
+def test_torch_2_11s_stager_is_not_reused(version: str, reusable: bool) -> None:
+    """torch 2.11's DefaultStager fails on its second stage (pytorch/pytorch#183413, seen on an
+    H200): checkpoints then take a fresh one each."""
+    assert devices.stager_reusable(version) is reusable

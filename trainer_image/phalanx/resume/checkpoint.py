@@ -117,6 +117,9 @@ class CheckpointManager:
         lent = snapshot
         try:
             if self.async_save and not blocking:
+                if self._stager is not None and not devices.stager_reusable():
+                    self._stager.close()  # the last save is done (`wait` above)
+                    self._stager = None
                 if self._stager is None:
                     self._stager = devices.stager()  # kept: its host buffers are reused
                 stager = self._stager if lent is None else FromSnapshot(lent, self._stager)

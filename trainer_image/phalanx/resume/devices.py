@@ -11,6 +11,7 @@ tensors only. Host-side state (the data set, the sampler's generator, the RNG st
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 import torch.distributed as dist
@@ -73,6 +74,15 @@ def stager() -> DefaultStager:
             use_non_blocking_copy=gpu,
         )
     )
+
+
+def stager_reusable(version: str = torch.__version__) -> bool:
+    """Whether one `stager()` may stage checkpoint after checkpoint (its host buffers reused).
+    torch 2.11's `DefaultStager` closes its state-dict stager at the end of every stage, and the
+    next stage fails with `KeyError: <class 'type'>` (pytorch/pytorch#183413; seen here on an
+    H200 with torch 2.11.0+cu130, on the CPU as on the GPU): with it, each save gets its own."""
+    major_minor = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    return major_minor != (2, 11)
 
 
 def settle() -> None:

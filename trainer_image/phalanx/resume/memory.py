@@ -64,6 +64,10 @@ class MemorySnapshots:
     """A gloo group of its own (the buddy copies run on a background thread)."""
     part: str = "model"
     """The part of the model this rank holds (`parallel.Layout.part`)."""
+    background: bool = field(default_factory=lambda: devices.device().type == "cuda")
+    """Whether the copy runs on the snapshot thread (a GPU: DMA beside the next forward and
+    backward passes) or in `maybe_save` (the CPU: a copy in the background takes the cores
+    training runs on)."""
     source: str | None = field(default=None, init=False)
     """After `load`: "memory" (each rank from its pod), "peer" (some sent by a peer), or None."""
     _roles: wire.Roles | None = field(default=None, init=False)
@@ -122,18 +126,19 @@ class MemorySnapshots:
         header = Header(unit, pickle.dumps(skeleton), first, entries, size)
         devices.settle()
         slot = _older(self.own_slots())
+        returning = self._lent.pop(slot.data, None)  # here: `lend` may lend this one at once
         self.first_use = not slot.mapped(size)
         self._copied = copied = Copied()
         whole = (first, end) == (0, len(tensors))
         self._taken = (slot, LentSnapshot(step, entries, copied)) if whole else None
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-snapshot")
-        if devices.device().type == "cuda":  # DMA beside the next forward and backward passes
+        if self.background:
             self._job = self._worker.submit(
-                self._take, header, tensors[first:end], slot, copied, not replicated
+                self._take, header, tensors[first:end], (slot, returning), copied, not replicated
             )
-        else:  # on the CPU, a copy in the background takes the cores training runs on: copy now
-            written = self._write(header, tensors[first:end], slot, copied)
+        else:
+            written = self._write(header, tensors[first:end], (slot, returning), copied)
             if replicated:  # only the header to write: a thread woken for it costs more
                 self._finish(header, written, keep_copy=False)
             else:
@@ -164,21 +169,24 @@ class MemorySnapshots:
             self._laid_out = key, *arena.layout(tensors)
         return self._laid_out[1], self._laid_out[2]
 
-    def _take(self, header: Header, tensors: list[torch.Tensor], slot: Slot,
-              copied: Copied, keep_copy: bool) -> None:  # fmt: skip
-        """The background job on a GPU: the copy, then `_finish`."""
-        self._finish(header, self._write(header, tensors, slot, copied), keep_copy)
+    def _take(self, header: Header, tensors: list[torch.Tensor],
+              target: tuple[Slot, LentSnapshot | None], copied: Copied,
+              keep_copy: bool) -> None:  # fmt: skip
+        """The background job (`background`): the copy, then `_finish`."""
+        self._finish(header, self._write(header, tensors, target, copied), keep_copy)
 
-    def _write(self, header: Header, tensors: list[torch.Tensor], slot: Slot,
+    def _write(self, header: Header, tensors: list[torch.Tensor],
+               target: tuple[Slot, LentSnapshot | None],
                copied: Copied) -> tuple[Slot, torch.Tensor] | None:  # fmt: skip
-        """Copy into `slot` (once a checkpoint staged from it has returned it; invalidated
-        first); `copied` is resolved once the state may change again, whatever happened: the
-        slot's bytes, or None. The slot and its bytes; None if it failed."""
+        """Copy into the target's slot (once the checkpoint an earlier snapshot in it was lent
+        to has returned it; invalidated first); `copied` is resolved once the state may change
+        again, whatever happened: the slot's bytes, or None. The slot and its bytes; None if it
+        failed."""
         data = None
+        slot, returning = target
         try:
-            lent = self._lent.pop(slot.data, None)
-            if lent is not None:
-                lent.returned.wait()
+            if returning is not None:
+                returning.returned.wait()
             slot.invalidate()
             self._copy(slot.tensors(header.entries, header.size), tensors)
             data = slot.buffer(header.size)
