@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,39 +112,63 @@ class MemorySnapshots:
         if not self.enabled or not (step % self.interval_steps == 0 if due is None else due):
             return False
         self.wait()
-        state = _snapshot_state(stateful)
-        skeleton, tensors, sharded = local_tensors(state)
-        replicated = not sharded
-        roles = self._roles = self._roles or self._assign()
-        rank, world = _rank_and_world()
-        if replicated:
-            first, end = arena.pieces(tensors, roles.pieces)[roles.piece]
-            unit = Unit(step, self.part, "piece", roles.piece, roles.pieces)
-        else:
-            first, end = 0, len(tensors)
-            unit = Unit(step, self.part, "shard", rank, world)
-        entries, size = self._layout(tensors[first:end])
-        header = Header(unit, pickle.dumps(skeleton), first, entries, size)
+        header, tensors = self._header(step, stateful)
+        first, end = header.first, header.first + len(header.entries)
+        replicated = header.unit.kind == "piece"
         devices.settle()
-        slot = _older(self.own_slots())
+        slot = arena.older(self.own_slots())
         returning = self._lent.pop(slot.data, None)  # here: `lend` may lend this one at once
-        self.first_use = not slot.mapped(size)
+        self.first_use = not slot.ready(header.size)
         self._copied = copied = Copied()
         whole = (first, end) == (0, len(tensors))
-        self._taken = (slot, LentSnapshot(step, entries, copied)) if whole else None
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-snapshot")
+        self._taken = (slot, LentSnapshot(step, header.entries, copied)) if whole else None
+        target, mine = (slot, returning), tensors[first:end]
         if self.background:
-            self._job = self._worker.submit(
-                self._take, header, tensors[first:end], (slot, returning), copied, not replicated
-            )
+            self._submit(lambda: self._take(header, mine, target, copied, not replicated))
         else:
-            written = self._write(header, tensors[first:end], (slot, returning), copied)
+            written = self._write(header, mine, target, copied)
             if replicated:  # only the header to write: a thread woken for it costs more
                 self._finish(header, written, keep_copy=False)
             else:
-                self._job = self._worker.submit(self._finish, header, written, True)
+                self._submit(lambda: self._finish(header, written, True))
         return True
+
+    def prepare(self, stateful: Any) -> None:
+        """Make the pages of this rank's two slots for the state's size on the snapshot thread,
+        beside the first steps (`Slot.prepare`): the first snapshot into each then costs about
+        what the others do. The first snapshot waits for it if it is not done by then."""
+        if self.enabled:
+            size = self._header(0, stateful)[0].size
+            self.wait()
+            self._submit(lambda: self._prepare(size))
+
+    def _header(self, step: int, stateful: Any) -> tuple[Header, list[torch.Tensor]]:
+        """The header of this rank's snapshot of the state at `step` (its piece of a replicated
+        state, or its shard), and the state's tensors (a collective the first time: `_assign`)."""
+        skeleton, tensors, sharded = local_tensors(_snapshot_state(stateful))
+        roles = self._roles = self._roles or self._assign()
+        rank, world = _rank_and_world()
+        if sharded:
+            first, end = 0, len(tensors)
+            unit = Unit(step, self.part, "shard", rank, world)
+        else:
+            first, end = arena.pieces(tensors, roles.pieces)[roles.piece]
+            unit = Unit(step, self.part, "piece", roles.piece, roles.pieces)
+        entries, size = self._layout(tensors[first:end])
+        return Header(unit, pickle.dumps(skeleton), first, entries, size), tensors
+
+    def _prepare(self, size: int) -> None:
+        try:
+            for slot in self.own_slots():
+                slot.prepare(size)
+        except Exception as error:  # the first snapshot will fail as the copy would
+            self._error = error
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        """Run `job` on the snapshot thread, as the in-flight job (`wait`)."""
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-snapshot")
+        self._job = self._worker.submit(job)
 
     @property
     def lends(self) -> bool:
@@ -211,7 +236,7 @@ class MemorySnapshots:
         if keep_copy and roles is not None and group is not None:
             try:
                 data = written[1] if written is not None and sent is not None else None
-                keep = _older(self.kept_slots()) if roles.keeps_for is not None else None
+                keep = arena.older(self.kept_slots()) if roles.keeps_for is not None else None
                 wire.exchange(roles, sent, data, keep, group)
             except BaseException as error:
                 self._error = self._error or error
@@ -271,7 +296,7 @@ class MemorySnapshots:
         received = self._transfer(plan.transfers, held, rank)
         error = None
         try:
-            saved = _assemble(plan.needs[rank], held, received)
+            saved = arena.assemble(plan.needs[rank], held, received)
             state.load_state_dict(restore_into(live, saved))
         except (ValueError, RuntimeError, IndexError, KeyError) as exc:
             error = exc
@@ -358,32 +383,6 @@ class MemorySnapshots:
     def _directory(self) -> Path:
         assert self.directory is not None
         return self.directory
-
-
-def _older(slots: tuple[Slot, Slot]) -> Slot:
-    """The slot to write next: an empty one, else the one holding the older step."""
-    first, second = slots
-    steps = first.step(), second.step()
-    if steps[0] is None:
-        return first
-    if steps[1] is None:
-        return second
-    return first if steps[0] <= steps[1] else second
-
-
-def _assemble(units: tuple[Unit, ...], held: dict[Unit, Slot],
-              received: dict[Unit, tuple[Header, torch.Tensor] | None]) -> Any:  # fmt: skip
-    """The saved state from its units: pieces in order, each a view of its slot's bytes."""
-    parts = []
-    for unit in units:
-        got = received[unit] if unit in received else held[unit].read()
-        if got is None:
-            raise ValueError(f"memory snapshot {unit} is gone")
-        header, data = got
-        parts.append((header, arena.views(data, header.entries)))
-    parts.sort(key=lambda part: part[0].first)
-    tensors = [tensor for _, views in parts for tensor in views]
-    return arena.unflatten(pickle.loads(parts[0][0].skeleton), tensors)
 
 
 def _snapshot_state(stateful: Any) -> Any:

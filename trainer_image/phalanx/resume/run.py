@@ -180,6 +180,7 @@ class Resumable:
             set_collective_timeout(
                 self.settings.collective_timeout_seconds or DEFAULT_COLLECTIVE_TIMEOUT_SECONDS
             )
+            self.memory.prepare(self.state)  # the optimizer's state exists: the size is known
         if report:
             resumed = {"step": self.resumed_from, "source": self.source}
             self.reporter.report(
