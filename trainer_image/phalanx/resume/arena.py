@@ -289,7 +289,7 @@ def older(slots: tuple[Slot, Slot]) -> Slot:
 
 
 def assemble(units: tuple[Unit, ...], held: dict[Unit, Slot],
-              received: dict[Unit, tuple[Header, torch.Tensor] | None]) -> Any:  # fmt: skip
+             received: dict[Unit, tuple[Header, torch.Tensor] | None]) -> Any:  # fmt: skip
     """The saved state from its units: pieces in order, each a view of its slot's bytes."""
     parts = []
     for unit in units:
@@ -299,5 +299,5 @@ def assemble(units: tuple[Unit, ...], held: dict[Unit, Slot],
         header, data = got
         parts.append((header, views(data, header.entries)))
     parts.sort(key=lambda part: part[0].first)
-    tensors = [tensor for _, views in parts for tensor in views]
+    tensors = [tensor for _, part in parts for tensor in part]
     return unflatten(pickle.loads(parts[0][0].skeleton), tensors)
