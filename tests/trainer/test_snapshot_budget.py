@@ -1,10 +1,10 @@
 """`Resumable` keeps memory snapshots within spec.checkpoint.memoryOverheadPercent: here a
 snapshot costs far more than 1 % of a step (the steps do nothing), so with the default budget
-the job snapshots less often once a snapshot was measured (the first: its two slots were
-mapped and touched beside the first step), and with a budget of 0 exactly every
-memoryIntervalSteps. A checkpoint's
-step always has a snapshot, which the checkpoint stages from. One rank in a real gloo group, real tensors, real DCP;
-the per-step agreement across ranks runs in tests/local/test_inplace.py."""
+the job snapshots less often once a snapshot was measured (the first: its two slots' pages
+were made beside the first step), and with a budget of 0 exactly every memoryIntervalSteps. A
+checkpoint's step always has a snapshot, which the checkpoint stages from. One rank in a real
+gloo group, real tensors, real DCP; the per-step agreement across ranks runs in
+tests/local/test_inplace.py."""
 
 from __future__ import annotations
 

@@ -215,14 +215,15 @@ class Slot:
         pinning included (bench/results). `fallocate` makes them in the file, not in this
         process's mappings: touching a mapping from a thread instead stalled a training step
         8.8 s here (most likely training's own mmap and munmap waiting on the process's memory
-        map lock behind the faults). Data already in the slot stays. On a GPU the slot is also
-        mapped and pinned here (`pin`)."""
+        map lock behind the faults). Data already in the slot stays. On a GPU an empty slot is
+        also mapped and pinned here (`pin`); one holding a snapshot is not (mapping sizes the
+        file to the new state, which would cut a larger snapshot short)."""
         size = max(size, ALIGN)
         self.data.touch()
         with self.data.open("r+b") as file:
             os.posix_fallocate(file.fileno(), 0, size)
         self._allocated = max(self._allocated, size)
-        if self.pin:
+        if self.pin and self.step() is None:
             self.buffer(size)
 
     def ready(self, size: int) -> bool:
