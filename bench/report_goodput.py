@@ -189,7 +189,8 @@ def _gap_lines(runs: list[Figures]) -> list[str]:
             parts = [time_above_median(r, cadence.interval_steps, cadence.memory_interval_steps)
                      for r in group]  # fmt: skip
             cells = " | ".join(f"{stats.median([p[k] for p in parts]):.2f} s" for k in STEP_KINDS)
-            rows.append(f"| {name}, {system} | {cells} |")
+            start = stats.median([r["steps"][0]["time"] for r in group if r["steps"]] or [0.0])
+            rows.append(f"| {name}, {system} | {start:.1f} s | {cells} |")
     if not rows:
         return []
     return [
@@ -198,10 +199,13 @@ def _gap_lines(runs: list[Figures]) -> list[str]:
         f"median step, by what the step before saved (a checkpoint every "
         f"{cadence.interval_steps} steps; Phalanx's memory snapshot every "
         f"{cadence.memory_interval_steps}; torchrun's steps of the same numbers save nothing); "
-        "medians over the repeats. The first of a kind touches new host buffers, once per run.",
+        "medians over the repeats. The first of a kind touches new host buffers, once per run. "
+        "Start: seconds from the run's start to its first step's end, which goodput leaves out "
+        "for both (Phalanx's includes its agents' start and, within the first optimizer step, "
+        "making its snapshot memory).",
         "",
-        "| run | " + " | ".join(STEP_KINDS) + " |",
-        "| --- |" + " --- |" * len(STEP_KINDS),
+        "| run | start | " + " | ".join(STEP_KINDS) + " |",
+        "| --- | --- |" + " --- |" * len(STEP_KINDS),
         *rows,
     ]
 

@@ -1,7 +1,7 @@
 """`Resumable` keeps memory snapshots within spec.checkpoint.memoryOverheadPercent: here a
 snapshot costs far more than 1 % of a step (the steps do nothing), so with the default budget
-the job snapshots less often once a snapshot was measured (the first: its two slots' pages
-were made beside the first step), and with a budget of 0 exactly every memoryIntervalSteps. A
+the job snapshots less often once a snapshot was measured (the first: its two slots were made
+within the first optimizer step), and with a budget of 0 exactly every memoryIntervalSteps. A
 checkpoint's step always has a snapshot, which the checkpoint stages from. One rank in a real
 gloo group, real tensors, real DCP; the per-step agreement across ranks runs in
 tests/local/test_inplace.py."""
@@ -57,7 +57,7 @@ def snapshot_steps(tmp_path: Path, overhead_percent: int, steps: int = 40,
 def test_snapshots_that_cost_more_than_the_budget_are_taken_less_often(tmp_path: Path) -> None:
     taken = snapshot_steps(tmp_path, overhead_percent=1)
     assert taken[0] == 2, "the first at memoryIntervalSteps"
-    assert 4 not in taken, "measured at once: its slots were prepared beside the first step"
+    assert 4 not in taken, "measured at once: its slots were made within the first step"
     assert len(taken) < 10, f"spaced to the budget, not every 2 steps: {taken}"
     assert all(step % 2 == 0 for step in taken), "spacings are multiples of the interval"
 

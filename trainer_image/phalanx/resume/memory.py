@@ -134,19 +134,24 @@ class MemorySnapshots:
         return True
 
     def prepare(self, stateful: Any) -> None:
-        """Make the pages of this rank's two slots for the state's size on the snapshot thread,
-        beside the first steps (`Slot.prepare`): the first snapshot into each then costs about
-        what the others do. The first snapshot waits for it if it is not done by then."""
+        """Map this rank's empty slots for the state's size with their pages made
+        (`Slot.prepare`), here, on the calling thread: the first snapshot into each then costs
+        what the others do. Call once the state's size is known (an optimizer's state exists
+        after its first step) and before training's steady state."""
         if self.enabled:
             size = self._header(0, stateful)[0].size
             self.wait()
-            self._submit(lambda: self._prepare(size))
+            try:
+                for slot in self.own_slots():
+                    slot.prepare(size)
+            except Exception as error:  # a full tmpfs: the first snapshot fails as the copy would
+                self._error = error
 
     def _header(self, step: int, stateful: Any) -> tuple[Header, list[torch.Tensor]]:
         """The header of this rank's snapshot of the state at `step` (its piece of a replicated
-        state, or its shard), and the state's tensors (a collective the first time: `_assign`)."""
+        state, or its shard), and the state's tensors (a collective the first time: `assign`)."""
         skeleton, tensors, sharded = local_tensors(_snapshot_state(stateful))
-        roles = self._roles = self._roles or self._assign()
+        roles = self.assign()
         rank, world = _rank_and_world()
         if sharded:
             first, end = 0, len(tensors)
@@ -156,13 +161,6 @@ class MemorySnapshots:
             unit = Unit(step, self.part, "piece", roles.piece, roles.pieces)
         entries, size = self._layout(tensors[first:end])
         return Header(unit, pickle.dumps(skeleton), first, entries, size), tensors
-
-    def _prepare(self, size: int) -> None:
-        try:
-            for slot in self.own_slots():
-                slot.prepare(size)
-        except Exception as error:  # the first snapshot will fail as the copy would
-            self._error = error
 
     def _submit(self, job: Callable[[], None]) -> None:
         """Run `job` on the snapshot thread, as the in-flight job (`wait`)."""
@@ -349,14 +347,18 @@ class MemorySnapshots:
                 received[transfer.unit] = wire.receive(transfer.source, group)
         return received
 
-    def _assign(self) -> wire.Roles:
-        """Every rank's pod and part, once (a collective at the first snapshot)."""
-        place = (f"{socket.gethostname()}:{self._directory.resolve()}", self.part)
-        if not dist.is_initialized():
-            return wire.roles(0, [place])
-        places: list[tuple[str, str]] = [("", "")] * dist.get_world_size(self.process_group)
-        dist.all_gather_object(places, place, group=self.process_group)
-        return wire.roles(dist.get_rank(), places)
+    def assign(self) -> wire.Roles:
+        """Every rank's pod and part, learnt once by a collective (`Resumable` asks at its
+        start, so that no snapshot call from inside a step, such as `prepare`, is one)."""
+        if self._roles is None:
+            place = (f"{socket.gethostname()}:{self._directory.resolve()}", self.part)
+            if not dist.is_initialized():
+                self._roles = wire.roles(0, [place])
+                return self._roles
+            places: list[tuple[str, str]] = [("", "")] * dist.get_world_size(self.process_group)
+            dist.all_gather_object(places, place, group=self.process_group)
+            self._roles = wire.roles(dist.get_rank(), places)
+        return self._roles
 
     def _gather(self, offer: peers.Offer) -> list[peers.Offer]:
         if not dist.is_initialized():

@@ -124,6 +124,9 @@ class Resumable:
         self._steps_this_run = 0
         self._step_ended: float | None = None
         optimizer.register_step_pre_hook(lambda *_: self.wait_staged())
+        if self.memory.enabled:
+            self.memory.assign()
+        self._prepare_hook = optimizer.register_step_post_hook(lambda *_: self._prepare_memory())
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -180,7 +183,6 @@ class Resumable:
             set_collective_timeout(
                 self.settings.collective_timeout_seconds or DEFAULT_COLLECTIVE_TIMEOUT_SECONDS
             )
-            self.memory.prepare(self.state)  # the optimizer's state exists: the size is known
         if report:
             resumed = {"step": self.resumed_from, "source": self.source}
             self.reporter.report(
@@ -209,6 +211,13 @@ class Resumable:
                 self.save(blocking=True)
                 self.close()
             sys.exit(exits.SIGNAL_BASE + signal.SIGTERM if self._preempted else exits.CHECKPOINTED)
+
+    def _prepare_memory(self) -> None:
+        """At the end of this run's first optimizer step, when the optimizer's state exists and
+        so the snapshot's size is known: this rank's snapshot slots are made now, once, as the
+        optimizer made its own state, not beside later steps (`MemorySnapshots.prepare`)."""
+        self._prepare_hook.remove()
+        self.memory.prepare(self.state)
 
     def _blocked_by_save(self) -> contextlib.AbstractContextManager[None]:
         """`reporter.saving` around a periodic save when it blocks training: a sync save, or
