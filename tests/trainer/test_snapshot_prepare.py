@@ -6,6 +6,7 @@ own mappings read from /proc (Linux)."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,3 +104,41 @@ def test_a_run_makes_its_slots_within_its_first_optimizer_step(tmp_path: Path) -
     )
     run.step_done(report=False)
     run.close()
+
+
+@pytest.mark.usefixtures("one_rank")
+def test_a_resumed_run_trains_first_and_makes_no_slot_in_its_first_step(tmp_path: Path) -> None:
+    """A replacement resuming after a failure is training again as soon as it can: its empty
+    slot is made by its first snapshot into it, not within the step that ends its recovery. A
+    program's own optimizer hook registered after the library's still runs."""
+    settings = CheckpointSettings(location=str(tmp_path / "checkpoints"),
+                                  memory_dir=str(tmp_path), memory_interval_steps=1)  # fmt: skip
+
+    def started() -> tuple[nn.Linear, torch.optim.AdamW, Resumable]:
+        model = nn.Linear(256, 256)
+        optimizer = torch.optim.AdamW(model.parameters())
+        run = Resumable(model, optimizer, dataset_size=64, global_batch=4, settings=settings)
+        return model, optimizer, run
+
+    def first_run() -> None:
+        model, optimizer, run = started()
+        model(torch.ones(1, 256)).sum().backward()
+        optimizer.step()
+        run.step_done(report=False)  # its snapshot of step 1
+        run.close()
+
+    first_run()
+    gc.collect()  # its mappings of the slots go with it, as with the worker that was killed
+    model, optimizer, again = started()
+    assert again.resume() == 1
+    seen: list[int] = []
+    optimizer.register_step_post_hook(lambda *_: seen.append(again.step))
+    model(torch.ones(1, 256)).sum().backward()
+    optimizer.step()
+    empty = [slot for slot in again.memory.own_slots() if slot.step() is None]
+    assert empty, "one slot held step 1, the other nothing"
+    assert resident(empty[0].data) == 0, "not made within the first step after the resume"
+    again.step_done(report=False)
+    optimizer.step()
+    assert seen == [1, 2], "the program's own hook ran at each step"
+    again.close()

@@ -122,6 +122,7 @@ class Resumable:
         self._preempted = False
         self._last_save = time.monotonic()
         self._steps_this_run = 0
+        self._loading = False
         self._step_ended: float | None = None
         optimizer.register_step_pre_hook(lambda *_: self.wait_staged())
         if self.memory.enabled:
@@ -159,10 +160,14 @@ class Resumable:
         peer holds) when it is not older than storage's newest valid checkpoint, else that
         checkpoint, resharded to this world size. Snapshots newer than the step resumed from are
         dropped. The step it resumed from, or None for a fresh start."""
-        step = self.memory.load(self.state, self.checkpoints.newest_valid())
-        source = self.memory.source
-        if step is None:
-            step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
+        self._loading = True  # loading may step the optimizer: DCP makes its state so
+        try:
+            step = self.memory.load(self.state, self.checkpoints.newest_valid())
+            source = self.memory.source
+            if step is None:
+                step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
+        finally:
+            self._loading = False
         self.memory.discard_newer_than(step)
         self.resumed_from, self.source = step, source if step is not None else None
         return step
@@ -183,6 +188,7 @@ class Resumable:
             set_collective_timeout(
                 self.settings.collective_timeout_seconds or DEFAULT_COLLECTIVE_TIMEOUT_SECONDS
             )
+            self._prepare_hook.remove()  # not from within the hook: the optimizer iterates them
         if report:
             resumed = {"step": self.resumed_from, "source": self.source}
             self.reporter.report(
@@ -213,11 +219,14 @@ class Resumable:
             sys.exit(exits.SIGNAL_BASE + signal.SIGTERM if self._preempted else exits.CHECKPOINTED)
 
     def _prepare_memory(self) -> None:
-        """At the end of this run's first optimizer step, when the optimizer's state exists and
-        so the snapshot's size is known: this rank's snapshot slots are made now, once, as the
-        optimizer made its own state, not beside later steps (`MemorySnapshots.prepare`)."""
-        self._prepare_hook.remove()
-        self.memory.prepare(self.state)
+        """At the end of a fresh run's first optimizer step, when the optimizer's state exists
+        and so the snapshot's size is known: this rank's snapshot slots are made now, once, as
+        the optimizer made its own state, not beside later steps (`MemorySnapshots.prepare`).
+        A resumed run's first step ends its recovery, which this would lengthen by seconds at
+        real sizes: its empty slots are made by its first snapshots into them instead (the
+        cadence does not count those)."""
+        if self.resumed_from is None and self._steps_this_run == 0 and not self._loading:
+            self.memory.prepare(self.state)
 
     def _blocked_by_save(self) -> contextlib.AbstractContextManager[None]:
         """`reporter.saving` around a periodic save when it blocks training: a sync save, or
