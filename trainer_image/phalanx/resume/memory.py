@@ -352,12 +352,12 @@ class MemorySnapshots:
         start, so that no snapshot call from inside a step, such as `prepare`, is one)."""
         if self._roles is None:
             place = (f"{socket.gethostname()}:{self._directory.resolve()}", self.part)
-            if not dist.is_initialized():
-                self._roles = wire.roles(0, [place])
-                return self._roles
-            places: list[tuple[str, str]] = [("", "")] * dist.get_world_size(self.process_group)
-            dist.all_gather_object(places, place, group=self.process_group)
-            self._roles = wire.roles(dist.get_rank(), places)
+            places, rank = [place], 0
+            if dist.is_initialized():
+                places = [("", "")] * dist.get_world_size(self.process_group)
+                dist.all_gather_object(places, place, group=self.process_group)
+                rank = dist.get_rank()
+            self._roles = wire.roles(rank, places)
         return self._roles
 
     def _gather(self, offer: peers.Offer) -> list[peers.Offer]:
