@@ -100,10 +100,18 @@ def _storm(results: Figures, _: KindRecords) -> list[Measured]:
         return [Measured(f"not per job: all {last['storm_jobs']} hit jobs Running again "
                          f"{last['storm_recovered']:.1f} s after {last['storm_nodes']} nodes were "
                          "lost", None)]  # fmt: skip
-    p99 = last["storm_job_p99"]
-    return [Measured(f"p99 {p99:.1f} s (p50 {last['storm_job_p50']:.1f} s) over the "
-                     f"{last['storm_jobs']} jobs hit by {last['storm_nodes']} lost nodes at "
-                     f"{last['jobs']} jobs", _at_jobs(p99 <= 10.0, last))]  # fmt: skip
+    running = last.get("storm_timeline", {}).get("pods_running")
+    whole = f"p99 {last['storm_job_p99']:.1f} s (p50 {last['storm_job_p50']:.1f} s)"
+    where = (f"over the {last['storm_jobs']} jobs hit by {last['storm_nodes']} lost nodes at "
+             f"{last['jobs']} jobs")  # fmt: skip
+    if running is None:  # a run from before the stages were timed: the job's phase, stricter
+        return [Measured(f"the job Running again {whole} {where}",
+                         _at_jobs(last["storm_job_p99"] <= 10.0, last))]  # fmt: skip
+    # The target's measure: the new epoch's pods all Running. The job's phase turns Running
+    # later, once every agent acknowledged the epoch (the simulated fleet's answers): shown beside.
+    return [Measured(f"the new epoch's pods all Running p99 {running['p99']:.1f} s "
+                     f"(p50 {running['p50']:.1f} s); the job Running again (every agent "
+                     f"acknowledged) {whole}; {where}", _at_jobs(running["p99"] <= 10.0, last))]  # fmt: skip
 
 
 def _large_job(results: Figures) -> Figures | None:

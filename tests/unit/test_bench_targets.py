@@ -146,6 +146,24 @@ def test_controlplane_targets_read_the_largest_count_and_rss_in_megabytes() -> N
     assert found["pods-created"] == [False]
 
 
+def test_the_storm_is_judged_by_the_new_epochs_pods_running_with_the_jobs_phase_beside() -> None:
+    storm: dict[str, Any] = {"jobs": 1000, "pods": 8000, "all_created": 60.0, "reconcile_p99": 1.0,
+             "peak_rss_mib": 200.0, "storm_recovered": 12.0, "storm_jobs": 103,
+             "storm_nodes": 13, "storm_job_p50": 8.4, "storm_job_p99": 11.4,
+             "storm_timeline": {"pods_running": {"p50": 4.6, "p99": 10.0}}}  # fmt: skip
+    check = next(c for c in checks({"controlplane": {"series": [storm]}})
+                 if c.target.id == "storm-p99")  # fmt: skip
+    assert check.met is True
+    assert "pods all Running p99 10.0 s" in check.measured
+    assert "the job Running again (every agent acknowledged) p99 11.4 s" in check.measured
+    storm["storm_timeline"]["pods_running"]["p99"] = 10.1
+    assert by_id({"controlplane": {"series": [storm]}})["storm-p99"] == [False]
+    del storm["storm_timeline"]  # a run from before the stages: the job's phase (11.4 s)
+    assert by_id({"controlplane": {"series": [storm]}})["storm-p99"] == [False]
+    storm["storm_job_p99"] = 9.9
+    assert by_id({"controlplane": {"series": [storm]}})["storm-p99"] == [True]
+
+
 def test_large_job_targets_need_2000_pods_and_hold_at_their_limits() -> None:
     large = {"pods": 2000, "all_created": 12.5, "created_ratio": 1.25,
              "baseline": {"all_created": 10.0}, "fan_out": 5.0,

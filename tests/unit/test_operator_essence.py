@@ -45,6 +45,15 @@ def test_the_essence_is_kopfs_own() -> None:
     assert slim["metadata"] == {"labels": {"team": "a"}, "annotations": {"note": "kept"}}
 
 
+def test_the_body_is_left_as_it_was_and_its_spec_is_not_copied() -> None:
+    raw = _job()
+    before = copy.deepcopy(raw)
+    slim = SpecDiffBaseStorage().build(body=kopf.Body(raw))
+    assert raw == before  # the annotations kopf leaves out were dropped from a copy
+    assert slim["spec"] is raw["spec"]
+    assert slim["metadata"]["annotations"] is not raw["metadata"]["annotations"]
+
+
 def test_a_spec_change_is_still_seen() -> None:
     before, after = _job(), _job()
     after["spec"]["replicas"]["max"] = 8

@@ -50,8 +50,9 @@ def together(
     calls: Sequence[Callable[[], object]], pool: ThreadPoolExecutor,
     waited: Callable[[float], None] = lambda _: None,
 ) -> None:  # fmt: skip
-    """Carry out `calls` on `pool` all at once (as many at a time as its threads), for requests
-    no spec can get refused: a plan's pod deletes. One after another, a restart that retired
+    """Carry out `calls` on `pool` all at once (as many at a time as its threads), for a few
+    requests that need not wait for one another and would not be refused alike (a plan's pod
+    deletes, a job's children of different kinds). One after another, a restart that retired
     two lost nodes' pods waited 0.7 s for each under a storm. The first error (in the calls'
     order) is raised once all are done."""
     if len(calls) == 1:
