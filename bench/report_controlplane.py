@@ -12,6 +12,33 @@ Figures = dict[str, Any]
 TOP_VERBS = 10
 
 
+CREATION_NOTE = (
+    "Why the pods come later than the kube Job controller's (side runs of the 1 000-job pass "
+    "alone, to the last pod created, at 5e8acfe and ac59105 on this machine): both systems "
+    "saturate the 2 cores, so the difference is work. Phalanx's 131 s took 253 CPU-seconds "
+    "(kube-apiserver 93, the operator 78, kube-scheduler 47, kwok 20, etcd 10, the rest "
+    "kube-controller-manager); the Job controller's 79 s, kube-apiserver 82 and "
+    "kube-controller-manager 14. The operator spends about 10 ms of CPU per pod: each pod "
+    "reaches it as 3.4 watch events of 7 to 8 kB (created, bound, Running; 8 221 of its 10 098 "
+    "events at 300 jobs), each decoded, run through kopf's event processing and the pod index, "
+    "and each waking the job's reconcile. It also sends 11 to 12 requests per job beside the pods "
+    "(ServiceAccount, Role, RoleBinding, Service, two Leases, PodDisruptionBudget, an Event, "
+    "kopf's finalizer patch, two to three status writes), each a write the API server and etcd "
+    "make and send to their watchers. Kept: kopf's diff base built without copying the spec (7 % "
+    "of the operator's CPU in a GIL profile at 300 jobs) and a job's six children created at "
+    "once; neither moved the time beyond the runs' spread (5e8acfe twice: 131 and 149 s; "
+    "ac59105 in the published run: 146 s). Tried and not kept: orjson decoding kopf's watch "
+    "events (twice as fast alone; in the loaded operator its 9 956 decodes took 8.6 s, json's "
+    "9 894 7.5 s); 16 or 32 API threads instead of 64 (peak RSS 250 / 271 MiB, pods created in "
+    "185 / 171 s, one run each; 64 threads, in a run that also decoded with orjson: 275 MiB, "
+    "154 s). What would close it: an operator whose cost per pod event is a "
+    "client-go informer's (compiled, or kopf bypassed for the pod watch), and fewer objects per "
+    "job (one ServiceAccount, Role and RoleBinding per namespace, each agent held to its own "
+    "Leases by an admission policy on the pod name its token carries, instead of RBAC per job)."
+)
+"""Where the 1 000-job pass's creation time goes, measured beside the published runs."""
+
+
 def _storm_per_job(s: Figures) -> str:
     """Each hit job's time to Running again, where the run timed each job."""
     if "storm_job_p99" not in s:
@@ -93,6 +120,7 @@ def controlplane_section(series: list[Figures]) -> list[str]:
             f"{k} ({v})" for k, v in list(last["api_refused"].items())[:5]) + "."
            if last.get("api_refused") else ""),
     ]  # fmt: skip
+    lines += ["", CREATION_NOTE]
     if "profile" in last:
         profile = last["profile"]
         lines += ["", f"Where the operator's time goes at {profile.get('jobs', last['jobs'])} jobs, "
