@@ -145,6 +145,7 @@ def main() -> None:
     settings = OperatorSettings(_cli_parse_args=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     allocator.cap_arenas(settings.malloc_arenas)  # before any thread starts
+    allocator.fix_mmap_threshold(settings.malloc_mmap_threshold)
     metrics = OperatorMetrics()
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=metrics.registry)

@@ -72,6 +72,12 @@ class OperatorSettings(BaseSettings):
     """Most glibc malloc arenas the process may use (`allocator.cap_arenas`); 0 keeps glibc's
     default of 8 per core, which left free space in up to 16 arenas for the API threads."""
 
+    malloc_mmap_threshold: Annotated[int, Field(ge=0, le=32 * 2**20)] = 128 * 2**10
+    """Bytes from which glibc maps a block on its own, fixed (`allocator.fix_mmap_threshold`);
+    0 keeps glibc's threshold, which rises as large blocks are freed and then leaves large
+    buffers' free space resident in the arenas (peak RSS at 1 000 jobs 272 MiB with 128 KiB,
+    293 and 298 MiB without)."""
+
     leader_election: bool = False
     """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the
     chart turns it on. Off: this operator acts at once and alone (the local backend, tests)."""
