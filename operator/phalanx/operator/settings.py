@@ -75,8 +75,8 @@ class OperatorSettings(BaseSettings):
     malloc_mmap_threshold: Annotated[int, Field(ge=0, le=32 * 2**20)] = 128 * 2**10
     """Bytes from which glibc maps a block on its own, fixed (`allocator.fix_mmap_threshold`);
     0 keeps glibc's threshold, which rises as large blocks are freed and then leaves large
-    buffers' free space resident in the arenas (peak RSS at 1 000 jobs 272 MiB with 128 KiB,
-    293 and 298 MiB without)."""
+    buffers' free space resident in the arenas (peak RSS at 1 000 jobs 265 and 272 MiB with
+    128 KiB, 293 and 298 MiB without)."""
 
     leader_election: bool = False
     """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the
