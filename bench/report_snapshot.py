@@ -84,9 +84,10 @@ def section(suite: Figures | None) -> list[str]:
         "than a snapshot costs (the CPU here) it is noise around the call + copy figure, even "
         "below zero; the target takes call + copy. Restore: a fresh model and optimizer loaded from the pod's memory; DCP: a save and "
         "a load of the same state in the same memory (tmpfs), the last column DCP load / restore. "
-        "A job maps its two slots with their pages made (on a GPU, pinned) once, within its "
-        "first optimizer step, not counted here (bench/results give it as `prepared`, and the "
-        "first snapshot after it as `first_copied`).",
+        "A fresh run maps its two slots with their pages made (on a GPU, pinned) once, within "
+        "its first optimizer step, not counted here (bench/results give it as `prepared`, and "
+        "the first snapshot after it as `first_copied`); a resumed run's are made by its first "
+        "snapshots.",
         "",
         "| where | model | snapshot | step | call | call + copy | in a run | restore | DCP save "
         "| DCP load | DCP load / restore |",
