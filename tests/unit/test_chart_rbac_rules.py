@@ -34,8 +34,8 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
         "Enforcement)",
     },
     ("", "pods"): {
-        "list": "handlers.py kopf.index pods_by_job",
-        "watch": "handlers.py kopf.index pods_by_job",
+        "list": "pod_watch.py PodWatch._list",
+        "watch": "pod_watch.py PodWatch._watch",
         "create": "execute.py CreateNodePod, CreateStandbyPod",
         "delete": "execute.py _delete_pods",
     },

@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.operator import builder, job_events, planner, slow_start
+from phalanx.operator import builder, job_events, planner, slow_start, writes
 from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
@@ -92,7 +92,6 @@ class Executor:
         self.custom = k8s.CustomObjectsApi(api)
         self.rbac = k8s.RbacAuthorizationV1Api(api)
         self.coordination = k8s.CoordinationV1Api(api)
-        self.policy = k8s.PolicyV1Api(api)
         self.workloads = Workloads(api, build)
         self.build = build
         self.metrics = metrics
@@ -145,7 +144,7 @@ class Executor:
                     "job %s/%s: the API server refused %s", _ns(job), job.metadata.name, error
                 )
         for event in plan.events:
-            job_events.emit(self.core, raw, event, now, self.instance)
+            job_events.emit(self.api, raw, event, now, self.instance)
         return Applied(written, refused)
 
     def _pod(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> Manifest:
@@ -217,14 +216,12 @@ class Executor:
         self.metrics.job_status(_ns(job), job.metadata.name or "", job.status, write.status)
         return str(cast(dict[str, Any], result)["metadata"]["resourceVersion"])
 
-    def _create(
-        self, job: TrainingJob, create: Callable[[Any], object], manifest: Manifest
-    ) -> bool:
+    def _create(self, job: TrainingJob, manifest: Manifest) -> bool:
         """Create if absent (409 is success: returns False, it existed); a refusal of the object
         itself (422, or a pod PodSecurity admission does not admit) raises ChildRefusedError."""
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         try:
-            refusable(job, kind, name, lambda: discard(create(manifest)))
+            refusable(job, kind, name, lambda: writes.create(self.api, _ns(job), manifest))
         except ApiException as error:
             tolerate(error, 409)
             return False
@@ -234,20 +231,14 @@ class Executor:
         key, name = _key(job), manifest["metadata"]["name"]
         if self.expectations.pod_expected(key, name):
             return  # created by an earlier reconcile; the watch has not shown it yet
-        self._create(
-            job,
-            lambda body: self.core.create_namespaced_pod(_ns(job), body, _preload_content=False),
-            manifest,
-        )
+        self._create(job, manifest)
         self.expectations.pod_created(key, name)
 
     def _ensure_pod_group(self, job: TrainingJob, min_member: int) -> None:
         """The job's PodGroup, created once; its minMember set to the epoch's size after."""
         manifest = builder.pod_group(job, min_member)
         args = (PODGROUP_GROUP, PODGROUP_VERSION, _ns(job), PODGROUP_PLURAL)
-        if not self._create(
-            job, lambda body: self.custom.create_namespaced_custom_object(*args, body), manifest
-        ):
+        if not self._create(job, manifest):
             self.custom.patch_namespaced_custom_object(
                 *args, manifest["metadata"]["name"], {"spec": {"minMember": min_member}}
             )
@@ -266,28 +257,22 @@ class Executor:
         ensured = (job.metadata.uid or "", builder.report_shard_count(job))
         if not again and self.expectations.children_made(key, ensured):
             return
-        service = builder.headless_service(job, self.build.master_port)
-        children: tuple[tuple[Callable[..., object], Manifest], ...] = (
-            (self.core.create_namespaced_service, service),
-            (self.core.create_namespaced_service_account, builder.service_account(job)),
-            (self.rbac.create_namespaced_role, builder.role(job)),
-            (self.rbac.create_namespaced_role_binding, builder.role_binding(job)),
-            (self.coordination.create_namespaced_lease, builder.heartbeat_lease(job)),
-            (self.policy.create_namespaced_pod_disruption_budget, builder.disruption_budget(job)),
+        children = (
+            builder.headless_service(job, self.build.master_port), builder.service_account(job),
+            builder.role(job), builder.role_binding(job), builder.heartbeat_lease(job),
+            builder.disruption_budget(job),
         )  # fmt: skip
 
-        def ensure(create: Callable[..., object], manifest: Manifest) -> None:
-            made = self._create(job, partial(create, _ns(job), _preload_content=False), manifest)
-            if not made and manifest["kind"] == "Role":
+        def ensure(manifest: Manifest) -> None:
+            if not self._create(job, manifest) and manifest["kind"] == "Role":
                 grant_shards(self.rbac, job)
 
         # All at once: none needs another to exist (a RoleBinding names its Role and account,
         # and the pods that need the account come after). One after another, a new job's
         # first reconcile waited six round trips before its first pod.
-        slow_start.together([partial(ensure, *child) for child in children], self._creates,
+        slow_start.together([partial(ensure, child) for child in children], self._creates,
                             self._waited)  # fmt: skip
-        lease = partial(self.coordination.create_namespaced_lease, _ns(job), _preload_content=False)
-        reports = [partial(self._create, job, lease, m) for m in builder.report_leases(job)]
+        reports = [partial(self._create, job, m) for m in builder.report_leases(job)]
         slow_start.run(reports, self._creates, self._waited)  # a Lease per rank: 1 993 at 2 000
         if not again:
             self.expectations.children_created(key, ensured)
@@ -310,10 +295,9 @@ class Executor:
         lease = builder.assignment_lease(job)
         lease["metadata"]["annotations"] = {labels.ASSIGNMENT: value}
         name, ns = lease["metadata"]["name"], _ns(job)
-        create = partial(self.coordination.create_namespaced_lease, ns, _preload_content=False)
         # The Lease is made with the job's first assignment: one write, not a create and a
         # patch. After this operator's restart a job's first publication finds it (one 409).
-        if key not in self._published and self._create(job, create, lease):
+        if key not in self._published and self._create(job, lease):
             self._published[key] = value
             return
         body = {"metadata": {"annotations": {labels.ASSIGNMENT: value}}}
@@ -323,7 +307,7 @@ class Executor:
             )
         except ApiException as error:
             tolerate(error, 404)
-            self._create(job, create, lease)  # deleted since: made again, with this assignment
+            self._create(job, lease)  # deleted since: made again, with this assignment
         self._published[key] = value
 
     def _delete_pods(

@@ -1,5 +1,6 @@
-"""The kopf shell: watches feed indices, and one reconcile loop per job runs observe -> plan ->
-execute whenever something about the job changed, or when the planner asked to look again.
+"""The kopf shell: watches feed indices (the pods' from Phalanx's own watch, `pod_watch`), and
+one reconcile loop per job runs observe -> plan -> execute whenever something about the job
+changed, or when the planner asked to look again.
 
 Why a daemon per job instead of create/update/timer handlers: kopf is edge-triggered, while a
 controller must reconcile from state. The loop serialises reconciles of one job, wakes on any
@@ -33,6 +34,7 @@ from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import ChildRefusal, NodeView, Observed, PlannerConfig, plan
 from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
+from phalanx.operator.pod_watch import PodWatch
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -102,6 +104,11 @@ class Reconciler:
         """Something about job `key` changed: reconcile it soon."""
         if key in self._wakers:
             self._wakers[key].set()
+
+    def pod_changed(self, key: JobKey, node: str | None) -> None:
+        """A pod of job `key` changed (on `node`, where known): reconcile the job soon."""
+        self.poke(key)
+        self.pod_placed(key, node)
 
     def pod_placed(self, key: JobKey, node: str | None) -> None:
         """Job `key` has a pod on `node` (kept until the job is forgotten: a stale entry only
@@ -259,8 +266,10 @@ def register(
     registry: kopf.OperatorRegistry,
     reconciler: Reconciler,
     connection: Callable[[], kopf.AiohttpSession],
+    pods: PodWatch,
 ) -> None:
-    """Attach Phalanx's handlers to `registry`."""
+    """Attach Phalanx's handlers to `registry`; the jobs' pods come from `pods`, whose changes
+    must reach `reconciler.pod_changed`."""
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -273,14 +282,6 @@ def register(
     @kopf.on.login(registry=registry)
     async def login(**_: Any) -> kopf.AiohttpSession:
         return connection()  # on the loop: the session binds to it
-
-    @kopf.index("pods", id="pods_by_job", labels={labels.JOB: kopf.PRESENT}, registry=registry)
-    async def pods_by_job(namespace: str | None, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
-        key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
-        reconciler.poke(key)
-        reconciler.pod_placed(key, body.spec.get("nodeName"))
-        view = observe.pod_view(body)
-        return {key: view} if view else {}
 
     @kopf.index(
         "coordination.k8s.io", "v1", "leases", id="heartbeats_by_job",
@@ -325,11 +326,12 @@ def register(
     ) -> None:
         key = (namespace or "", name)
         indices = (
-            kwargs["pods_by_job"], kwargs["heartbeats_by_job"], kwargs["all_nodes"],
+            pods.index, kwargs["heartbeats_by_job"], kwargs["all_nodes"],
             kwargs.get("workloads_by_job"),
         )  # fmt: skip
         waker = reconciler.waker(key)
         try:
+            await _first(pods.synced, stopped)
             while not stopped:
                 waker.clear()
                 try:
@@ -365,6 +367,12 @@ async def _pace(took: float, delay: float, stopped: kopf.DaemonStopped) -> None:
     and so does this wait."""
     if pause := pace_seconds(took, delay):
         await stopped.wait(pause)
+
+
+async def _first(synced: asyncio.Event, stopped: kopf.DaemonStopped) -> None:
+    """Until the pods were listed (`PodWatch.synced`), or the daemon is stopped."""
+    while not synced.is_set() and not stopped:
+        await _wait(synced, stopped, STALE_WAIT_SECONDS)
 
 
 async def _wait(waker: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:

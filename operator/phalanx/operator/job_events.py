@@ -9,26 +9,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from phalanx.models.events import JobEvent
 from phalanx.models.names import event_name_prefix
-from phalanx.operator.answers import discard
+from phalanx.operator import writes
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
 
 
 def emit(
-    core: k8s.CoreV1Api, raw: Mapping[str, Any], event: JobEvent, now: datetime, instance: str
+    api: k8s.ApiClient, raw: Mapping[str, Any], event: JobEvent, now: datetime, instance: str
 ) -> None:
     """Post `event` about the job read as `raw`, as `instance` of the operator."""
     meta = raw.get("metadata", {})
     namespace = meta.get("namespace") or "default"
     body = {
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {
             "generateName": event_name_prefix(meta.get("name") or ""),
             "namespace": namespace,
@@ -51,7 +53,7 @@ def emit(
         "count": 1,
     }
     try:
-        discard(core.create_namespaced_event(namespace, cast(Any, body), _preload_content=False))
+        writes.create(api, namespace, body)
     except ApiException as error:
         log.warning(
             "could not emit event %s for %s: %s", event.reason, meta.get("name"), error.reason

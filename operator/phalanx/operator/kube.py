@@ -19,10 +19,12 @@ __all__ = [
     "KopfSessions",
     "ServedGroup",
     "TimedApiClient",
+    "aiohttp_session",
     "api_client",
     "bearer_token",
     "connection_info",
     "has_api_group",
+    "has_patterns",
     "kopf_session",
     "load_configuration",
     "watch_streams",
@@ -70,9 +72,19 @@ all created in 47.9 s, 64 in 30.0 s (bench/controlplane.py, kwok, this 2-core ma
 
 def watch_streams(namespaces: list[str]) -> int:
     """Watch streams kopf keeps open: nodes, namespaces and CRDs cluster-wide, and TrainingJobs,
-    pods, Leases and Kueue Workloads per watched namespace (or once cluster-wide), with room for
-    a stream being replaced while its successor opens."""
-    return 2 * (3 + 4 * max(1, len(namespaces)))
+    Leases and Kueue Workloads per watched namespace (or once cluster-wide), with room for a
+    stream being replaced while its successor opens. The pods are watched apart (`pod_watch`)."""
+    return 2 * (3 + 3 * max(1, len(namespaces)))
+
+
+def aiohttp_session(configuration: k8s.Configuration, limit: int) -> aiohttp.ClientSession:
+    """An aiohttp session with `configuration`'s credentials (`connection_info`) and at most
+    `limit` connections (0: no bound)."""
+    info = connection_info(configuration)
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
+        headers=info.as_http_headers(),
+    )
 
 
 def kopf_session(configuration: k8s.Configuration, namespaces: list[str]) -> kopf.AiohttpSession:
@@ -83,14 +95,14 @@ def kopf_session(configuration: k8s.Configuration, namespaces: list[str]) -> kop
     the executor's pool below). A stream a watch holds is a connection: the bound
     leaves room for every watch and `KOPF_REQUEST_CONNECTIONS` requests besides (a glob among
     `namespaces` may match more namespaces than it counts: then no bound)."""
-    info = connection_info(configuration)
-    patterns = any(c in name for name in namespaces for c in "*?[!")
-    limit = 0 if patterns else watch_streams(namespaces) + KOPF_REQUEST_CONNECTIONS
-    session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
-        headers=info.as_http_headers(),
-    )
-    return kopf.AiohttpSession(server=info.server, aiohttp_session=session)
+    limit = 0 if has_patterns(namespaces) else watch_streams(namespaces) + KOPF_REQUEST_CONNECTIONS
+    session = aiohttp_session(configuration, limit)
+    return kopf.AiohttpSession(server=configuration.host, aiohttp_session=session)
+
+
+def has_patterns(namespaces: list[str]) -> bool:
+    """Whether any of the watched `namespaces` is a glob (kopf's namespace patterns)."""
+    return any(c in name for name in namespaces for c in "*?[!")
 
 
 class KopfSessions:

@@ -24,6 +24,7 @@ from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler, register
 from phalanx.operator.leader import LeaderElector, own_namespace
 from phalanx.operator.metrics import OperatorMetrics
+from phalanx.operator.pod_watch import PodWatch
 from phalanx.operator.settings import OperatorSettings
 
 log = logging.getLogger("phalanx.operator")
@@ -93,7 +94,9 @@ async def _operate(
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
     sessions = kube.KopfSessions(configuration, settings.namespaces)
-    register(registry, reconciler, sessions.login)
+    pods = PodWatch(configuration, settings.namespaces, reconciler.pod_changed)
+    register(registry, reconciler, sessions.login, pods)
+    watching = asyncio.create_task(pods.run())
     try:
         await kopf.operator(
             registry=registry,
@@ -104,6 +107,9 @@ async def _operate(
             ready_flag=ready_flag,
         )
     finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
         reconciler.close()
         await sessions.close()
 

@@ -1,7 +1,8 @@
 """Turn Kubernetes objects (as the watch delivers them) into the planner's views.
 
-Why here and pure: kopf indices keep the latest pods, leases and nodes in memory (no list per
-reconcile), and these functions reduce each object to what the planner needs when it arrives.
+Why here and pure: the pod watch (`pod_watch`) and kopf's indices keep the latest pods, leases
+and nodes in memory (no list per reconcile), and these functions reduce each object to what the
+planner needs when it arrives.
 """
 
 from __future__ import annotations

@@ -30,13 +30,14 @@ POD_NAME_ENV: Manifest = {
 
 
 def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
-    """Deep copies of the template's metadata and spec, as plain dicts."""
+    """The template's metadata and spec, as plain dicts of their own (a dump builds new ones:
+    no copy of it is needed)."""
     template = job.spec.template.model_dump(mode="json", by_alias=True, exclude_none=True)
-    spec = copy.deepcopy(template["spec"])
+    spec = template["spec"]
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         _quantities_as_strings(container.get("resources") or {})
     _snapshot_memory(job, spec["containers"][0])
-    return copy.deepcopy(template.get("metadata", {})), spec
+    return template.get("metadata", {}), spec
 
 
 def _snapshot_memory(job: TrainingJob, container: Manifest) -> None:
@@ -109,8 +110,9 @@ def _avoid(spec: Manifest, nodes: tuple[str, ...]) -> None:
         term.setdefault("matchExpressions", []).append(expression)
 
 
-def _metadata(job: TrainingJob, name: str, pod_labels: dict[str, str]) -> Manifest:
-    template_meta, _ = _template(job)
+def _metadata(
+    job: TrainingJob, name: str, pod_labels: dict[str, str], template_meta: Manifest
+) -> Manifest:
     meta = child_metadata(job, name, {**template_meta.get("labels", {}), **pod_labels})
     if template_meta.get("annotations"):
         meta["annotations"] = template_meta["annotations"]
@@ -162,7 +164,7 @@ def _gang_pod(
     """The template as a member of the gang: the agent where it is injected, the env contract
     (the template's own variables win), the pod's name for its agent, a DNS name under the
     job's Service, and scheduling."""
-    _, spec = _template(job)
+    template_meta, spec = _template(job)
     for container in spec["containers"]:
         own: list[dict[str, Any]] = container.get("env", [])
         own_names = {e["name"] for e in own}
@@ -179,7 +181,7 @@ def _gang_pod(
     _shared_memory(spec)
     _scheduling(job, spec)
     _avoid(spec, avoid_nodes)
-    metadata = _metadata(job, pod_name, pod_labels)
+    metadata = _metadata(job, pod_name, pod_labels, template_meta)
     annotate(metadata, source)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
@@ -210,7 +212,7 @@ def standby_pod(
         contract = pod_env(job, epoch, 0, nodes, settings) | {env.PHALANX_STANDBY: "1"}
         warm_labels = {**pod_labels, labels.WARM: "true"}
         return _gang_pod(job, pod_name, warm_labels, contract, avoid_nodes, settings)
-    _, spec = _template(job)
+    template_meta, spec = _template(job)
     first = spec["containers"][0]
     container = {
         "name": "standby",
@@ -229,6 +231,6 @@ def standby_pod(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _metadata(job, pod_name, pod_labels),
+        "metadata": _metadata(job, pod_name, pod_labels, template_meta),
         "spec": spec,
     }

@@ -1,0 +1,104 @@
+"""The operator's own pod watch (`phalanx.operator.pod_watch`) against the real API server: the
+first list, then the watch's changes, and a version the API server no longer has."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from phalanx.models import labels
+from phalanx.operator import kube
+from phalanx.operator.pod_watch import ExpiredError, PodWatch, WatchError
+from tests.support.controlplane import ControlPlane
+
+DEADLINE_SECONDS = 30.0
+
+
+def _pod(name: str, job: str) -> dict[str, Any]:
+    pod_labels = {labels.JOB: job, labels.EPOCH: "1", labels.NODE_RANK: name[-1],
+                  labels.ROLE: labels.ROLE_NODE}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": pod_labels},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_SECONDS
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {DEADLINE_SECONDS} s: {what}")
+        await asyncio.sleep(0.05)
+
+
+def _names(watch: PodWatch, namespace: str, job: str) -> set[str]:
+    return {view.name for view in watch.index.get((namespace, job))}
+
+
+def test_the_first_list_then_every_change_reaches_the_index(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_client)
+    core.create_namespaced_pod(namespace, _pod("before-0", "j"))
+    core.create_namespaced_pod(namespace, {**_pod("unlabelled-0", "j"), "metadata": {"name": "u"}})
+    configuration = kube.load_configuration(control_plane.kubeconfig)
+    woken: list[tuple[str, str]] = []
+
+    async def scenario() -> None:
+        watch = PodWatch(configuration, [namespace], lambda key, _: woken.append(key))
+        running = asyncio.create_task(watch.run())
+        try:
+            await asyncio.wait_for(watch.synced.wait(), DEADLINE_SECONDS)
+            assert _names(watch, namespace, "j") == {"before-0"}  # listed, before any watch
+            await asyncio.to_thread(core.create_namespaced_pod, namespace, _pod("after-1", "j"))
+            await _until(lambda: _names(watch, namespace, "j") == {"before-0", "after-1"},
+                         "the new pod in the index")  # fmt: skip
+            patch = {"metadata": {"labels": {labels.JOB: "k"}}}
+            await asyncio.to_thread(core.patch_namespaced_pod, "after-1", namespace, patch)
+            await _until(lambda: _names(watch, namespace, "k") == {"after-1"},
+                         "the relabelled pod under its new job")  # fmt: skip
+            assert _names(watch, namespace, "j") == {"before-0"}
+            await asyncio.to_thread(
+                core.delete_namespaced_pod, "before-0", namespace, grace_period_seconds=0
+            )
+            await _until(lambda: not _names(watch, namespace, "j"), "the deleted pod gone")
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert {(namespace, "j"), (namespace, "k")} <= set(woken)
+
+
+def test_a_version_the_api_server_no_longer_has_asks_for_a_fresh_list(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    configuration = kube.load_configuration(control_plane.kubeconfig)
+
+    async def scenario() -> None:
+        watch = PodWatch(configuration, [namespace], lambda *_: None)
+        async with kube.aiohttp_session(configuration, limit=1) as session:
+            await watch._list(session, namespace)
+            with pytest.raises(ExpiredError):
+                await watch._watch(session, namespace, "1")
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_list_is_an_error_with_the_api_servers_words(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient
+) -> None:
+    configuration = kube.load_configuration(control_plane.kubeconfig)
+    configuration.api_key = {"BearerToken": "Bearer not-a-token"}
+    configuration.cert_file = configuration.key_file = None
+
+    async def scenario() -> None:
+        watch = PodWatch(configuration, ["default"], lambda *_: None)
+        async with kube.aiohttp_session(configuration, limit=1) as session:
+            await watch._list(session, "default")
+
+    with pytest.raises(WatchError, match="401: Unauthorized"):
+        asyncio.run(scenario())

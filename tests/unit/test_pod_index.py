@@ -1,0 +1,106 @@
+"""The operator's pod index (`phalanx.operator.pod_watch`): what each watch event and each fresh
+list does to the jobs' pods, and which jobs it wakes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from phalanx.models import labels
+from phalanx.operator.pod_watch import ExpiredError, PodIndex, PodWatch, WatchError
+
+
+def _pod(name: str, job: str | None = "j", namespace: str = "ns", phase: str = "Pending",
+         node: str | None = None, version: str = "1") -> dict[str, Any]:  # fmt: skip
+    pod_labels = {labels.EPOCH: "1", labels.NODE_RANK: name[-1], labels.ROLE: labels.ROLE_NODE}
+    if job is not None:
+        pod_labels[labels.JOB] = job
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": pod_labels,
+                     "resourceVersion": version},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }  # fmt: skip
+
+
+def test_a_pod_is_stored_under_its_job_and_replaced_by_its_next_state() -> None:
+    index = PodIndex()
+    assert index.put(_pod("p-0")) == (None, ("ns", "j"))
+    assert index.put(_pod("p-0", phase="Running")) == (("ns", "j"), ("ns", "j"))
+    (view,) = index.get(("ns", "j"))
+    assert (view.name, view.phase) == ("p-0", "Running")
+    assert index.get(("ns", "other")) == ()
+
+
+def test_a_pod_relabelled_to_another_job_moves_and_one_without_a_job_is_dropped() -> None:
+    index = PodIndex()
+    index.put(_pod("p-0"))
+    assert index.put(_pod("p-0", job="k")) == (("ns", "j"), ("ns", "k"))
+    assert index.get(("ns", "j")) == ()
+    assert index.put(_pod("p-0", job=None)) == (("ns", "k"), None)
+    assert index.get(("ns", "k")) == ()
+
+
+def test_a_deleted_pod_is_forgotten() -> None:
+    index = PodIndex()
+    index.put(_pod("p-0"))
+    index.put(_pod("p-1"))
+    assert index.remove(("ns", "p-0")) == ("ns", "j")
+    assert [v.name for v in index.get(("ns", "j"))] == ["p-1"]
+    assert index.remove(("ns", "p-0")) is None
+
+
+def test_a_fresh_list_replaces_its_namespace_only_and_names_every_job_it_touched() -> None:
+    index = PodIndex()
+    index.put(_pod("p-0", job="gone"))
+    index.put(_pod("p-1", job="kept"))
+    index.put(_pod("q-0", job="elsewhere", namespace="other"))
+    touched = index.replace([_pod("p-1", job="kept", phase="Running"), _pod("p-2", job="new")],
+                            "ns")  # fmt: skip
+    assert touched == {("ns", "gone"), ("ns", "kept"), ("ns", "new")}
+    assert index.get(("ns", "gone")) == ()
+    assert [v.phase for v in index.get(("ns", "kept"))] == ["Running"]
+    assert [v.name for v in index.get(("other", "elsewhere"))] == ["q-0"]
+
+
+def _watch(namespaces: list[str]) -> tuple[PodWatch, list[tuple[tuple[str, str], str | None]]]:
+    told: list[tuple[tuple[str, str], str | None]] = []
+    watch = PodWatch(k8s.Configuration(), namespaces, lambda key, node: told.append((key, node)))
+    return watch, told
+
+
+def test_events_reach_the_index_and_wake_the_job_with_its_node() -> None:
+    watch, told = _watch(["ns"])
+    assert watch._apply({"type": "ADDED", "object": _pod("p-0", version="7")}) == "7"
+    assert watch._apply({"type": "MODIFIED", "object": _pod("p-0", node="n1", version="8")}) == "8"
+    assert watch._apply({"type": "DELETED", "object": _pod("p-0", node="n1", version="9")}) == "9"
+    assert told == [(("ns", "j"), None), (("ns", "j"), "n1"), (("ns", "j"), "n1")]
+    assert watch.index.get(("ns", "j")) == ()
+
+
+def test_a_bookmark_moves_the_version_and_touches_nothing() -> None:
+    watch, told = _watch(["ns"])
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}}
+    assert watch._apply(bookmark) == "42"
+    assert told == []
+
+
+def test_an_expired_version_asks_for_a_fresh_list_and_other_errors_are_errors() -> None:
+    watch, _ = _watch(["ns"])
+    gone = {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}
+    with pytest.raises(ExpiredError):
+        watch._apply(gone)
+    with pytest.raises(WatchError, match="internal"):
+        watch._apply({"type": "ERROR", "object": {"code": 500, "message": "internal"}})
+
+
+def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> None:
+    assert _watch(["a", "b"])[0].scopes == ["a", "b"]
+    assert _watch([])[0].scopes == [None]
+    watch, told = _watch(["team-*"])
+    assert watch.scopes == [None]
+    watch._apply({"type": "ADDED", "object": _pod("p-0", namespace="other")})
+    watch._apply({"type": "ADDED", "object": _pod("p-0", namespace="team-a")})
+    assert told == [(("team-a", "j"), None)]
