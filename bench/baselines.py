@@ -6,6 +6,12 @@ kube-scheduler and the same kwok nodes as Phalanx's run (`bench.controlplane`).
   completions, all parallel. It is this machine's floor for creating pods, so its client limits
   are lifted (`JOB_CONTROLLER_ARGS`: a shipped controller-manager allows 20 requests a second)
   and it runs its default 5 job workers.
+- **The same, with Phalanx's pods** (`like_phalanx`): each Job's pod template is the pod
+  Phalanx's builder makes for the bench's TrainingJob (its env contract, labels, /dev/shm volume),
+  and a headless Service selects each Job's pods and names their subdomain, as the Kubernetes
+  docs' Indexed Job with pod-to-pod communication has it (Phalanx's pods need the same for their
+  DNS names). Like for like: the same payload, and the scheduler's default spreading, which a
+  Service selecting the pods turns on, paid by both.
 - **Kubeflow's training operator v1.8.1** (`tests/tools/cluster-tools.sh training-operator`),
   PyTorchJob only, as its manifests deploy it: one worker thread, controller-runtime's client
   limits (20 requests a second, bursts of 30), which no flag changes. Out of the cluster here,
@@ -33,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -40,6 +47,10 @@ from bench import kwok
 from bench.audit import audit_args, operator_kubeconfig, requests_between
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.tally import Tally, start_watches
+from phalanx.models.job import TrainingJob
+from phalanx.operator import builder
+from phalanx.operator.settings import OperatorSettings
+from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import ControlPlane, running_control_plane, wait_until
 
 NAMESPACE = "bench"
@@ -58,13 +69,40 @@ def _container() -> dict[str, Any]:
     return {"name": "trainer", "image": IMAGE}
 
 
-def indexed_job(name: str, pods: int) -> dict[str, Any]:
-    """An Indexed Job of `pods` completions, all running at once (as a gang's ranks)."""
+def indexed_job(name: str, pods: int, template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An Indexed Job of `pods` completions, all running at once (as a gang's ranks), of pods
+    like `template` where given (`phalanx_template`)."""
+    spec = {"restartPolicy": "Never", "containers": [_container()]}
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
         "spec": {"completionMode": "Indexed", "completions": pods, "parallelism": pods,
-                 "template": {"spec": {"restartPolicy": "Never", "containers": [_container()]}}},
+                 "template": template or {"spec": spec}},
     }  # fmt: skip
+
+
+PER_POD_FIELDS = ("hostname", "serviceAccountName")
+"""What Phalanx's pod spec has that a Job's template leaves to others: the Job controller names
+an Indexed Job's pods' hosts itself, and Phalanx's pods run as their job's own service account,
+which a Job's pods do not have."""
+
+
+def phalanx_template(name: str, pods: int, spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod template of Job `name` that makes the pods Phalanx's builder makes for a
+    TrainingJob `name` of `pods` pods and `spec` (its rank 0's, less `PER_POD_FIELDS`), in the
+    subdomain of the Job's headless Service (`headless_service`)."""
+    manifest = training_job(name, **spec)
+    manifest["metadata"].update(namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000000")
+    job = TrainingJob.model_validate(manifest)
+    pod = builder.node_pod(job, 1, 0, pods, OperatorSettings().build_settings())
+    pod_spec = {k: v for k, v in pod["spec"].items() if k not in PER_POD_FIELDS}
+    metadata = {k: pod["metadata"][k] for k in ("labels", "annotations") if k in pod["metadata"]}
+    return {"metadata": metadata, "spec": {**pod_spec, "subdomain": name}}
+
+
+def headless_service(name: str) -> dict[str, Any]:
+    """The Service that gives Job `name`'s pods their DNS names."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"clusterIP": "None", "selector": {"batch.kubernetes.io/job-name": name}}}  # fmt: skip
 
 
 def pytorch_job(name: str, pods: int) -> dict[str, Any]:
@@ -121,19 +159,41 @@ def _create_and_wait(
     }  # fmt: skip
 
 
-def measure_job_controller(jobs: int, pods: int) -> dict[str, Any]:
-    """`jobs` Indexed Jobs of `pods` completions, made by the kube Job controller."""
+def measure_job_controller(
+    jobs: int, pods: int, like_phalanx: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`jobs` Indexed Jobs of `pods` completions, made by the kube Job controller; with
+    `like_phalanx` (the spec of the bench's TrainingJobs), of Phalanx's pods, each Job with its
+    headless Service (`phalanx_template`)."""
     with tempfile.TemporaryDirectory() as tmp, _cluster(
         Path(tmp), jobs, pods, "batch.kubernetes.io/job-name",
         "garbagecollector,namespace,job", JOB_CONTROLLER_ARGS,
     ) as (plane, api, tally):  # fmt: skip
-        batch = k8s.BatchV1Api(api)
+        batch, core = k8s.BatchV1Api(api), k8s.CoreV1Api(api)
+
+        def create(index: int) -> None:
+            name = f"job-{index:04d}"
+            if like_phalanx is None:
+                batch.create_namespaced_job(NAMESPACE, indexed_job(name, pods))
+                return
+            core.create_namespaced_service(NAMESPACE, headless_service(name))
+            template = phalanx_template(name, pods, like_phalanx)
+            batch.create_namespaced_job(NAMESPACE, indexed_job(name, pods, template))
+
         figures = _create_and_wait(
-            tally, jobs, pods,
-            lambda i: batch.create_namespaced_job(NAMESPACE, indexed_job(f"job-{i:04d}", pods)),
-            {"kube-controller-manager": plane.pids[2], "kube-apiserver": plane.pids[1]},
-        )  # fmt: skip
-    return {"system": "kube Job controller", "flags": " ".join(JOB_CONTROLLER_ARGS), **figures}
+            tally, jobs, pods, create, _processes(plane, "kube-controller-manager")
+        )
+    system = "kube Job controller" + (", Phalanx's pods" if like_phalanx is not None else "")
+    return {"system": system, "flags": " ".join(JOB_CONTROLLER_ARGS), **figures}
+
+
+def _processes(plane: ControlPlane, controller: str, pid: int | None = None) -> dict[str, int]:
+    """The processes whose CPU a baseline's run reports: its controller (the controller-manager
+    unless `pid`), the API server, etcd, and the scheduler and kwok it shares with Phalanx's."""
+    shared = {p.name(): p.pid for p in psutil.Process().children()
+              if p.name() in ("kube-scheduler", "kwok")}  # fmt: skip
+    return {controller: plane.pids[2] if pid is None else pid, "kube-apiserver": plane.pids[1],
+            "etcd": plane.pids[0], **shared}  # fmt: skip
 
 
 def training_operator() -> tuple[Path, Path]:
@@ -213,7 +273,7 @@ def measure_kubeflow(jobs: int, pods: int) -> dict[str, Any]:
                 tally, jobs, pods,
                 lambda i: custom.create_namespaced_custom_object(
                     "kubeflow.org", "v1", NAMESPACE, "pytorchjobs", pytorch_job(f"job-{i:04d}", pods)),
-                {"training-operator": operator.pid, "kube-apiserver": plane.pids[1]},
+                _processes(plane, "training-operator", operator.pid),
             )  # fmt: skip
             peak_rss = peak_rss_mib(operator.pid)
         finally:

@@ -169,6 +169,13 @@ def measure(jobs: int, nodes: int, storm: int, profile: Path | None = None,
                     agents)  # fmt: skip
 
 
+def job_spec(nodes: int) -> dict[str, Any]:
+    """The spec of the bench's TrainingJobs (and of the pods of the Job controller's
+    like-for-like pass, `baselines.phalanx_template`)."""
+    return {"replicas": {"min": nodes, "max": nodes}, "nprocPerNode": 1,
+            "failurePolicy": {**FAILURE_POLICY, "startupTimeoutSeconds": AGENTS_LATE_SECONDS}}  # fmt: skip
+
+
 def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi,
          tally: Tally, jobs: int, nodes: int, storm: int, profile: Path | None,
          agents: bool = False) -> dict[str, Any]:  # fmt: skip
@@ -185,8 +192,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         cpu_before = {
             name: cpu_seconds(pid) for name, pid in {**others, "operator": operator.pid}.items()
         }
-        spec = {"replicas": {"min": nodes, "max": nodes}, "nprocPerNode": 1,
-                "failurePolicy": {**FAILURE_POLICY, "startupTimeoutSeconds": AGENTS_LATE_SECONDS}}  # fmt: skip
+        spec = job_spec(nodes)
         started, wall_started = time.monotonic(), time.time()
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda i: custom.create_namespaced_custom_object(
@@ -354,7 +360,7 @@ def main() -> int:
     parser.add_argument("--profile-jobs", type=int,
                         help="the profiled pass's job count (default: the largest of --jobs)")  # fmt: skip
     parser.add_argument("--baselines", action="store_true",
-                        help="at the largest count, the kube Job controller and Kubeflow's training operator too")  # fmt: skip
+                        help="at the largest count, the kube Job controller (bare pods, and Phalanx's) and Kubeflow's training operator too")  # fmt: skip
     parser.add_argument("--agents", action="store_true",
                         help="simulated agents report for every pod once all jobs run (the storm restarts in place)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/controlplane.md"))
@@ -370,6 +376,7 @@ def main() -> int:
         if args.baselines and count == counts[-1]:
             series[-1]["baselines"] = [
                 baselines.measure_job_controller(count, args.nodes),
+                baselines.measure_job_controller(count, args.nodes, job_spec(args.nodes)),
                 baselines.measure_kubeflow(count, args.nodes),
             ]
         print(json.dumps(series[-1]), flush=True)

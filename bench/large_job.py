@@ -71,8 +71,7 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
             wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
             started, wall_started = time.monotonic(), time.time()
             custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
-                training_job(JOB, replicas={"min": pods, "max": pods}, nprocPerNode=1,
-                             failurePolicy=FAILURE_POLICY))  # fmt: skip
+                training_job(JOB, **job_spec(pods)))  # fmt: skip
             fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
                                NAMESPACE).start([JOB])  # fmt: skip
             wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",
@@ -132,6 +131,12 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def job_spec(pods: int) -> dict[str, Any]:
+    """The large job's spec (and that of the pods of the Job controller's like-for-like pass)."""
+    return {"replicas": {"min": pods, "max": pods}, "nprocPerNode": 1,
+            "failurePolicy": FAILURE_POLICY}  # fmt: skip
+
+
 def _pods_api(core: k8s.CoreV1Api, server: str, ca: Path) -> KeptAliveAPI:
     """The agents' client, with a token of the job's pods' own service account (so the Role's
     limits on what they may write apply to the fleet)."""
@@ -172,6 +177,9 @@ def main() -> int:
     figures = measure(args.pods, args.profile)
     if not args.no_baseline:
         figures["baseline"] = baselines.measure_job_controller(1, args.pods)
+        figures["baseline_same_pods"] = baselines.measure_job_controller(
+            1, args.pods, job_spec(args.pods)
+        )
         figures["created_ratio"] = figures["all_created"] / figures["baseline"]["all_created"]
     print(json.dumps(figures, indent=1))
     if args.json is not None:

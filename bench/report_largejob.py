@@ -56,6 +56,11 @@ def section(figures: Figures) -> list[str]:
     if base is not None:
         created += (f" (kube Job controller, {base['pods']}-completion Indexed Job: "
                     f"{base['all_created']:.1f} s, {figures['created_ratio']:.2f}x)")  # fmt: skip
+    alike = figures.get("baseline_same_pods")
+    if alike is not None:
+        created += (f"; the same Indexed Job of Phalanx's pods with a headless Service: "
+                    f"{alike['all_created']:.1f} s, "
+                    f"{figures['all_created'] / alike['all_created']:.2f}x")  # fmt: skip
     running = f"{figures['all_running']:.1f} s"
     if base is not None:
         running += f" (Job controller: {base['all_running']:.1f} s)"

@@ -42,16 +42,30 @@ def _pods_created_vs(system: str, within: float) -> Checker:
 
     def check(results: Figures, _: KindRecords) -> list[Measured]:
         last = _largest(results)
-        theirs = next((b for b in (last or {}).get("baselines", []) if b["system"].startswith(system)),
-                      None)  # fmt: skip
+        theirs = _baseline(last, system)
         if last is None or theirs is None:
             return []
         ratio = last["all_created"] / theirs["all_created"]
+        alike = _baseline(last, SAME_PODS)
+        beside = (f"; the Job controller with Phalanx's pods and a headless Service per Job: "
+                  f"{alike['all_created']:.1f} s ({last['all_created'] / alike['all_created']:.2f}x)"
+                  if alike is not None and system != SAME_PODS else "")  # fmt: skip
         return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
-                         f"({ratio:.2f}x) at {last['jobs']} jobs",
+                         f"({ratio:.2f}x) at {last['jobs']} jobs{beside}",
                          _at_jobs(ratio <= within, last))]  # fmt: skip
 
     return check
+
+
+SAME_PODS = "kube Job controller, Phalanx's pods"
+"""The like-for-like pass (`baselines.phalanx_template`), shown beside the bare one."""
+
+
+def _baseline(last: Figures | None, system: str) -> Figures | None:
+    """The baseline of `system` (its name, or the first words of it) in the largest run."""
+    found = (last or {}).get("baselines", [])
+    return next((b for b in found if b["system"] == system or b["system"].startswith(system + " ")),
+                None)  # fmt: skip
 
 
 def _at_jobs(met: bool, last: Figures) -> bool:
@@ -124,8 +138,12 @@ def _large_job_created(results: Figures, _: KindRecords) -> list[Measured]:
     if large is None or "baseline" not in large:
         return []
     theirs = large["baseline"]["all_created"]
+    alike = large.get("baseline_same_pods")
+    beside = (f"; an Indexed Job of Phalanx's pods with a headless Service: "
+              f"{alike['all_created']:.1f} s ({large['all_created'] / alike['all_created']:.2f}x)"
+              if alike else "")  # fmt: skip
     return [Measured(f"{large['all_created']:.1f} s vs {theirs:.1f} s "
-                     f"({large['created_ratio']:.2f}x) for {large['pods']} pods",
+                     f"({large['created_ratio']:.2f}x) for {large['pods']} pods{beside}",
                      large["created_ratio"] <= 1.25)]  # fmt: skip
 
 

@@ -215,3 +215,25 @@ def test_the_published_report_carries_every_target() -> None:
     assert not missing, (
         f"docs/benchmarks.md lacks targets (rerun python -m bench.report): {missing}"
     )
+
+
+def test_pods_created_is_judged_against_the_bare_job_controller_with_phalanx_pods_beside() -> None:
+    bare = {"system": "kube Job controller", "all_created": 80.0}
+    alike = {"system": "kube Job controller, Phalanx's pods", "all_created": 150.0}
+    kubeflow = {"system": "Kubeflow training operator v1.8.1", "all_created": 800.0}
+    run = {"jobs": 1000, "pods": 8000, "all_created": 120.0, "reconcile_p99": 1.0,
+           "peak_rss_mib": 200.0, "baselines": [alike, bare, kubeflow]}  # fmt: skip
+    check = next(c for c in checks({"controlplane": {"series": [run]}})
+                 if c.target.id == "pods-created-vs-job-controller")  # fmt: skip
+    assert check.met is False, "120 s is 1.50x the bare Job controller's 80 s"
+    assert check.measured.startswith("120.0 s vs 80.0 s (1.50x) at 1000 jobs")
+    assert "Phalanx's pods and a headless Service per Job: 150.0 s (0.80x)" in check.measured
+    assert by_id({"controlplane": {"series": [run]}})["pods-created-vs-kubeflow"] == [True]
+    large = {"pods": 2000, "all_created": 20.0, "created_ratio": 2.0,
+             "baseline": {"all_created": 10.0}, "baseline_same_pods": {"all_created": 16.0},
+             "fan_out": 3.0, "acknowledged": {"pods": 2000, "acknowledged": 2000, "p50": 1.0},
+             "restart_running_again": 4.0, "restart_new_pods": 0}  # fmt: skip
+    created = next(c for c in checks({"large_job": large})
+                   if c.target.id == "largejob-created-vs-job-controller")  # fmt: skip
+    assert created.met is False
+    assert "Phalanx's pods with a headless Service: 16.0 s (1.25x)" in created.measured

@@ -52,17 +52,17 @@ def test_a_deleted_pod_is_forgotten() -> None:
     assert index.remove(("ns", "p-0")) is None
 
 
-def test_a_fresh_list_replaces_its_namespace_only_and_names_every_job_it_touched() -> None:
+def test_after_a_fresh_list_what_it_did_not_show_in_its_namespace_is_forgotten() -> None:
     index = PodIndex()
     index.put(_pod("p-0", job="gone"))
     index.put(_pod("p-1", job="kept"))
     index.put(_pod("q-0", job="elsewhere", namespace="other"))
-    touched = index.replace([_pod("p-1", job="kept", phase="Running"), _pod("p-2", job="new")],
-                            "ns")  # fmt: skip
-    assert touched == {("ns", "gone"), ("ns", "kept"), ("ns", "new")}
+    index.put(_pod("p-1", job="kept", phase="Running"))  # the list's pages, put as they come
+    assert index.keep_only({("ns", "p-1")}, "ns") == {("ns", "gone")}
     assert index.get(("ns", "gone")) == ()
     assert [v.phase for v in index.get(("ns", "kept"))] == ["Running"]
     assert [v.name for v in index.get(("other", "elsewhere"))] == ["q-0"]
+    assert index.keep_only(set(), None) == {("ns", "kept"), ("other", "elsewhere")}
 
 
 def _watch(namespaces: list[str]) -> tuple[PodWatch, list[tuple[tuple[str, str], str | None]]]:

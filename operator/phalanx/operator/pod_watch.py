@@ -19,7 +19,7 @@ import asyncio
 import fnmatch
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -88,14 +88,11 @@ class PodIndex:
                 del self._by_job[key]
         return key
 
-    def replace(self, pods: Iterable[Mapping[str, Any]], scope: str | None) -> set[JobKey]:
-        """A fresh list of namespace `scope` (None: every namespace): what it lacks is gone.
-        The jobs whose pods may have changed."""
-        gone = [where for where in self._job_of if scope in (None, where[0])]
-        touched = {key for key in map(self.remove, gone) if key is not None}
-        for pod in pods:
-            touched.update(k for k in self.put(pod) if k is not None)
-        return touched
+    def keep_only(self, seen: set[PodKey], scope: str | None) -> set[JobKey]:
+        """After a fresh list of namespace `scope` (None: every namespace), whose pods were put
+        as they came: forget the pods of the scope it did not show. Their jobs."""
+        gone = [where for where in self._job_of if scope in (None, where[0]) and where not in seen]
+        return {key for key in map(self.remove, gone) if key is not None}
 
 
 class PodWatch:
@@ -143,11 +140,13 @@ class PodWatch:
                         version = await self._watch(session, scope, version)
             except ExpiredError:
                 log.info("the pod watch of %s expired; listing again", scope or "all namespaces")
-            except (aiohttp.ClientError, TimeoutError, WatchError, ValueError) as error:
+            except Exception as error:  # the index must not go stale: list again, soon
                 wait = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
                 failures += 1
-                log.warning("the pod watch of %s failed (%s); again in %.1f s",
-                            scope or "all namespaces", error, wait)  # fmt: skip
+                expected = isinstance(error, aiohttp.ClientError | TimeoutError | WatchError)
+                log.log(logging.WARNING if expected else logging.ERROR,
+                        "the pod watch of %s failed (%r); listing again in %.1f s",
+                        scope or "all namespaces", error, wait, exc_info=not expected)  # fmt: skip
                 await asyncio.sleep(wait)
 
     def _url(self, scope: str | None) -> str:
@@ -161,18 +160,25 @@ class PodWatch:
         return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.patterns)
 
     async def _list(self, session: aiohttp.ClientSession, scope: str | None) -> str:
-        """Every pod of the scope, in pages, into the index; the list's resourceVersion."""
-        items: list[Mapping[str, Any]] = []
+        """Every pod of the scope into the index, a page at a time (a page's pods are let go
+        before the next is read: 8 000 pods decoded at once would double the operator's
+        memory); the list's resourceVersion."""
+        seen: set[PodKey] = set()
+        touched: set[JobKey] = set()
         params = {"labelSelector": labels.JOB, "limit": str(LIST_PAGE)}
         while True:
             async with session.get(self._url(scope), params=params) as response:
                 page = await _answer(response)
-            items.extend(pod for pod in page.get("items") or () if self._wanted(pod))
+            for pod in page.get("items") or ():
+                if self._wanted(pod):
+                    meta = pod.get("metadata") or {}
+                    seen.add((meta.get("namespace") or "", meta.get("name") or ""))
+                    touched.update(key for key in self.index.put(pod) if key is not None)
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 break
             params["continue"] = meta["continue"]
-        for key in self.index.replace(items, scope):
+        for key in touched | self.index.keep_only(seen, scope):
             self.changed(key, None)
         return str(meta.get("resourceVersion") or "")
 

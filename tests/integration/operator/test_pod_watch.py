@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from phalanx.models import labels
-from phalanx.operator import kube
+from phalanx.operator import kube, pod_watch
 from phalanx.operator.pod_watch import ExpiredError, PodWatch, WatchError
 from tests.support.controlplane import ControlPlane
 
@@ -102,3 +102,22 @@ def test_a_refused_list_is_an_error_with_the_api_servers_words(
 
     with pytest.raises(WatchError, match="401: Unauthorized"):
         asyncio.run(scenario())
+
+
+def test_the_first_list_reads_every_page(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(pod_watch, "LIST_PAGE", 2)
+    core = k8s.CoreV1Api(kube_client)
+    for rank in range(5):
+        core.create_namespaced_pod(namespace, _pod(f"p-{rank}", "j"))
+    configuration = kube.load_configuration(control_plane.kubeconfig)
+
+    async def scenario() -> set[str]:
+        watch = PodWatch(configuration, [namespace], lambda *_: None)
+        async with kube.aiohttp_session(configuration, limit=1) as session:
+            await watch._list(session, namespace)
+        return _names(watch, namespace, "j")
+
+    assert asyncio.run(scenario()) == {f"p-{rank}" for rank in range(5)}
