@@ -41,10 +41,16 @@ WHERE_THE_TIME_GOES = (
     "twice an epoch here (a real agent five times or more: each start-up phase, and renewals). What would close it: one write per "
     "pod per epoch (phases after the acknowledgement folded into it or into rank 0's heartbeat), "
     "or one acknowledgement for many pods (node rank 0's agent already hears every peer, "
-    "`phalanx.agent.peers`), or an API server with cores of its own. Creating the pods: the "
-    "same 2 cores hold the API server, etcd, kube-scheduler and kwok; the operator's own share "
-    "is small (building and encoding a pod: 0.12 ms), and 128 creates in flight instead of 32 "
-    "gave 18.2 s instead of 20.8 s (one run each, within the runs' spread)."
+    "`phalanx.agent.peers`), or an API server with cores of its own. Creating the pods: they "
+    "are Phalanx's (its env contract, a /dev/shm volume), and the job's 1 993 report Leases (one "
+    "per rank past the first 8, `phalanx.models.report_shards`) are created before them: 4 000 "
+    "creates against the Indexed Job's 2 000. The Job controller made the same pods, with a "
+    "headless Service, in the time shown above. Side runs of this pass: 33.7 s published before "
+    "672b5e7, 29.9 s once the operator watched pods itself and sent its creates as JSON, 25.7 s "
+    "once a large plan's creates went in a window of 32 in flight instead of batches of 32 that "
+    "each waited for their slowest answer. What would close the rest: fewer report Leases (a "
+    "Lease per 2 ranks halves them, for a slower restart: fan-out 4.7 s against 3.5 s, "
+    "`report_shards`), and smaller pods (see the control-plane section)."
 )
 
 

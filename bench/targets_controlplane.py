@@ -49,7 +49,7 @@ def _pods_created_vs(system: str, within: float) -> Checker:
         alike = _baseline(last, SAME_PODS)
         beside = (f"; the Job controller with Phalanx's pods and a headless Service per Job: "
                   f"{alike['all_created']:.1f} s ({last['all_created'] / alike['all_created']:.2f}x)"
-                  if alike is not None and system != SAME_PODS else "")  # fmt: skip
+                  if alike is not None and system == "kube Job controller" else "")  # fmt: skip
         return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
                          f"({ratio:.2f}x) at {last['jobs']} jobs{beside}",
                          _at_jobs(ratio <= within, last))]  # fmt: skip
