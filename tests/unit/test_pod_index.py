@@ -1,14 +1,20 @@
 """The operator's pod index (`phalanx.operator.pod_watch`): what each watch event and each fresh
-list does to the jobs' pods, and which jobs it wakes."""
+list does to the jobs' pods, which jobs it wakes, and that no job is planned before the first
+list."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 
 import pytest
 from kubernetes import client as k8s
 
 from phalanx.models import labels
+from phalanx.operator.execute import Executor
+from phalanx.operator.handlers import FINALIZER, STALE_WAIT_SECONDS, Reconciler
+from phalanx.operator.metrics import OperatorMetrics
+from phalanx.operator.planner import PlannerConfig
 from phalanx.operator.pod_watch import ExpiredError, PodIndex, PodWatch, WatchError
 
 
@@ -104,3 +110,31 @@ def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> 
     watch._apply({"type": "ADDED", "object": _pod("p-0", namespace="other")})
     watch._apply({"type": "ADDED", "object": _pod("p-0", namespace="team-a")})
     assert told == [(("team-a", "j"), None)]
+
+
+def test_no_job_is_planned_before_its_pods_were_listed() -> None:
+    unused = cast(Executor, None)  # reached only once the pods were listed
+    reconciler = Reconciler(unused, OperatorMetrics(), PlannerConfig(), 30.0, None)
+    body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1",
+                         "finalizers": [FINALIZER]},
+            "spec": {"replicas": {"min": 1, "max": 1}, "checkpoint": {"dir": "/ckpt"},
+                     "template": {"spec": {"containers": [
+                {"name": "trainer", "image": "x"}]}}}}  # fmt: skip
+    index = PodIndex()
+
+    def reconcile() -> float:
+        return asyncio.run(reconciler.reconcile(("ns", "j"), body, index, {}, {}))
+
+    assert reconcile() == STALE_WAIT_SECONDS
+    index.listed = True
+    with pytest.raises(AttributeError):  # on to observe and plan: the executor is needed
+        reconcile()
+
+
+def test_the_first_list_wakes_every_job() -> None:
+    unused = cast(Executor, None)
+    reconciler = Reconciler(unused, OperatorMetrics(), PlannerConfig(), 30.0, None)
+    wakers = [reconciler.waker(("ns", name)) for name in ("a", "b")]
+    reconciler.wake_all()
+    assert all(waker.is_set() for waker in wakers)

@@ -34,7 +34,7 @@ from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import ChildRefusal, NodeView, Observed, PlannerConfig, plan
 from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
-from phalanx.operator.pod_watch import PodWatch
+from phalanx.operator.pod_watch import PodIndex, PodWatch
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -127,10 +127,17 @@ class Reconciler:
         if before == health:
             return
         better = (view.ready and not before[0]) or (before[1] is not None and view.leaving is None)
-        woken = self._wakers.keys() if better else self._placed.get(view.name, set())
-        for key in list(woken):
+        if better:
+            self.wake_all()
+            return
+        for key in list(self._placed.get(view.name, set())):
             if key in self._wakers:
                 self._wakers[key].set()
+
+    def wake_all(self) -> None:
+        """Reconcile every job soon (the pods were listed; a node got better)."""
+        for waker in list(self._wakers.values()):
+            waker.set()
 
     def own_seconds(self, key: JobKey) -> float:
         """The own seconds (plan and execute, less the API server's) of the job's reconcile
@@ -176,7 +183,7 @@ class Reconciler:
         return False
 
     async def reconcile(
-        self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any,
+        self, key: JobKey, body: Mapping[str, Any], pods: PodIndex, leases: Any, nodes: Any,
         workloads: Any = None,
     ) -> float:  # fmt: skip
         """One observe -> plan -> execute once a slot is free; returns seconds until the next
@@ -189,9 +196,11 @@ class Reconciler:
             return await self._reconcile(key, body, pods, leases, nodes, workloads)
 
     async def _reconcile(
-        self, key: JobKey, body: Mapping[str, Any], pods: Any, leases: Any, nodes: Any,
+        self, key: JobKey, body: Mapping[str, Any], pods: PodIndex, leases: Any, nodes: Any,
         workloads: Any,
     ) -> float:  # fmt: skip
+        if not pods.listed:
+            return STALE_WAIT_SECONDS  # planned from no pods, it would make those it has again
         raw = dict(body)
         version = raw["metadata"]["resourceVersion"]
         if self._stale_version.get(key) == version:
@@ -331,7 +340,6 @@ def register(
         )  # fmt: skip
         waker = reconciler.waker(key)
         try:
-            await _first(pods.synced, stopped)
             while not stopped:
                 waker.clear()
                 try:
@@ -367,12 +375,6 @@ async def _pace(took: float, delay: float, stopped: kopf.DaemonStopped) -> None:
     and so does this wait."""
     if pause := pace_seconds(took, delay):
         await stopped.wait(pause)
-
-
-async def _first(synced: asyncio.Event, stopped: kopf.DaemonStopped) -> None:
-    """Until the pods were listed (`PodWatch.synced`), or the daemon is stopped."""
-    while not synced.is_set() and not stopped:
-        await _wait(synced, stopped, STALE_WAIT_SECONDS)
 
 
 async def _wait(waker: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:

@@ -94,7 +94,7 @@ async def _operate(
     )  # fmt: skip
     registry = kopf.OperatorRegistry()
     sessions = kube.KopfSessions(configuration, settings.namespaces)
-    pods = PodWatch(configuration, settings.namespaces, reconciler.pod_changed)
+    pods = PodWatch(configuration, settings.namespaces, reconciler.pod_changed, reconciler.wake_all)
     register(registry, reconciler, sessions.login, pods)
     watching = asyncio.create_task(pods.run())
     try:

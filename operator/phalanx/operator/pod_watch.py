@@ -9,8 +9,9 @@ event is decoded, made the planner's `PodView`, and stored, as client-go's infor
 list, then a watch from its resourceVersion with bookmarks, a fresh list when the API server
 answers 410 (the version is compacted away), and the same watch again when a stream ends.
 
-The jobs' loops wait for the first list of every watched namespace before they plan
-(`synced`): a job planned from an empty index would make pods it already has.
+No job is planned before the first list of every watched namespace is in the index
+(`PodIndex.listed`): a job planned from an empty index would make pods it already has, or
+take its running pods for lost.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class PodIndex:
     def __init__(self) -> None:
         self._by_job: dict[JobKey, dict[PodKey, PodView]] = {}
         self._job_of: dict[PodKey, JobKey] = {}
+        self.listed = False
+        """True once every watched namespace was listed: the index holds every pod there was."""
 
     def get(self, key: JobKey, default: tuple[PodView, ...] = ()) -> tuple[PodView, ...]:
         """Job `key`'s pods (as kopf's index answered the job's loop)."""
@@ -102,15 +105,17 @@ class PodWatch:
 
     def __init__(
         self, configuration: k8s.Configuration, namespaces: list[str],
-        changed: Callable[[JobKey, str | None], None],
+        changed: Callable[[JobKey, str | None], None], listed: Callable[[], None] = lambda: None,
     ) -> None:  # fmt: skip
         self.configuration = configuration
         self.patterns = list(namespaces) if kube.has_patterns(namespaces) else []
         self.scopes: list[str | None] = [None] if self.patterns or not namespaces else [*namespaces]
         self.changed = changed
+        self.listed = listed
+        """Told once every scope was listed (`PodIndex.listed`)."""
         self.index = PodIndex()
         self.synced = asyncio.Event()
-        """Set once every scope was listed: the index holds every pod there was."""
+        """Set with `PodIndex.listed`."""
 
     async def run(self) -> None:
         """Follow every scope until cancelled."""
@@ -121,7 +126,9 @@ class PodWatch:
         ]
         try:
             await asyncio.gather(*(done.wait() for done in listed))
+            self.index.listed = True
             self.synced.set()
+            self.listed()
             await asyncio.gather(*followers)
         finally:
             for follower in followers:
