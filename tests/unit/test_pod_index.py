@@ -105,10 +105,10 @@ def test_an_expired_version_asks_for_a_fresh_list_and_other_errors_are_errors() 
 def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> None:
     assert _watch(["a", "b"])[0].scopes == ["a", "b"]
     assert _watch([])[0].scopes == [None]
-    watch, told = _watch(["team-*"])
+    watch, told = _watch(["team-*", "!team-secret"])
     assert watch.scopes == [None]
-    watch._apply({"type": "ADDED", "object": _pod("p-0", namespace="other")})
-    watch._apply({"type": "ADDED", "object": _pod("p-0", namespace="team-a")})
+    for namespace in ("other", "team-a", "team-secret"):
+        watch._apply({"type": "ADDED", "object": _pod("p-0", namespace=namespace)})
     assert told == [(("team-a", "j"), None)]
 
 

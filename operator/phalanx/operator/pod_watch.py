@@ -114,8 +114,6 @@ class PodWatch:
         self.listed = listed
         """Told once every scope was listed (`PodIndex.listed`)."""
         self.index = PodIndex()
-        self.synced = asyncio.Event()
-        """Set with `PodIndex.listed`."""
 
     async def run(self) -> None:
         """Follow every scope until cancelled."""
@@ -127,7 +125,6 @@ class PodWatch:
         try:
             await asyncio.gather(*(done.wait() for done in listed))
             self.index.listed = True
-            self.synced.set()
             self.listed()
             await asyncio.gather(*followers)
         finally:
@@ -161,10 +158,16 @@ class PodWatch:
         return f"{base}/api/v1/namespaces/{scope}/pods" if scope else f"{base}/api/v1/pods"
 
     def _wanted(self, pod: Mapping[str, Any]) -> bool:
+        """Whether the pod's namespace is watched: one of the globs matches it and none of the
+        exclusions ("!glob", as kopf reads them) does."""
         if not self.patterns:
             return True
         namespace = (pod.get("metadata") or {}).get("namespace") or ""
-        return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.patterns)
+        excluded = [p[1:] for p in self.patterns if p.startswith("!")]
+        included = [p for p in self.patterns if not p.startswith("!")] or ["*"]
+        return any(fnmatch.fnmatchcase(namespace, p) for p in included) and not any(
+            fnmatch.fnmatchcase(namespace, p) for p in excluded
+        )
 
     async def _list(self, session: aiohttp.ClientSession, scope: str | None) -> str:
         """Every pod of the scope into the index, a page at a time (a page's pods are let go

@@ -1,6 +1,6 @@
 """A plan's pod creates (and a job's report Leases, a Lease per rank) sent in batches that
 double, as the Job and ReplicaSet controllers send theirs (`slowStartBatch` in
-kube-controller-manager).
+kube-controller-manager), then in a window of `MAX_IN_FLIGHT`.
 
 Why: one after another, a reconcile that creates a large job's pods waits for one round trip per
 pod: 200 pods took 5.8 s on kwok (2 000 would take about a minute at that rate); in batches,

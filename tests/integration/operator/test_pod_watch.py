@@ -51,7 +51,7 @@ def test_the_first_list_then_every_change_reaches_the_index(
         watch = PodWatch(configuration, [namespace], lambda key, _: woken.append(key))
         running = asyncio.create_task(watch.run())
         try:
-            await asyncio.wait_for(watch.synced.wait(), DEADLINE_SECONDS)
+            await _until(lambda: watch.index.listed, "the first list")
             assert _names(watch, namespace, "j") == {"before-0"}  # listed, before any watch
             await asyncio.to_thread(core.create_namespaced_pod, namespace, _pod("after-1", "j"))
             await _until(lambda: _names(watch, namespace, "j") == {"before-0", "after-1"},
