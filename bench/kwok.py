@@ -72,7 +72,8 @@ POD_STAGES = "---\n".join((
 less the one that completes a Job's pods as soon as they run. Every controller's pods stay
 Running, as a training gang's do: with that stage, the Job controller's pods completed while it
 created the rest (a status write by kwok, the Job controller's patch of its tracking finalizer,
-its Job status writes), work Phalanx's pods, owned by a TrainingJob, never caused."""
+its Job status writes), work Phalanx's pods, owned by a TrainingJob, never caused. Init
+containers are not played (the bench's pods have none: its operator injects no agent)."""
 
 
 def _tool(script: str, name: str) -> Path:
