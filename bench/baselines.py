@@ -86,17 +86,23 @@ an Indexed Job's pods' hosts itself, and Phalanx's pods run as their job's own s
 which a Job's pods do not have."""
 
 
-def phalanx_template(name: str, pods: int, spec: dict[str, Any]) -> dict[str, Any]:
+def phalanx_template(
+    name: str, pods: int, spec: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pod template of Job `name` that makes the pods Phalanx's builder makes for a
     TrainingJob `name` of `pods` pods and `spec` (its rank 0's, less `PER_POD_FIELDS`), in the
-    subdomain of the Job's headless Service (`headless_service`)."""
+    subdomain of the Job's headless Service (`headless_service`); and the ConfigMap its pods take
+    the job's common variables from, as Phalanx makes it for the TrainingJob."""
     manifest = training_job(name, **spec)
     manifest["metadata"].update(namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000000")
     job = TrainingJob.model_validate(manifest)
-    pod = builder.node_pod(job, 1, 0, pods, OperatorSettings().build_settings())
+    settings = OperatorSettings().build_settings()
+    pod = builder.node_pod(job, 1, 0, pods, settings)
     pod_spec = {k: v for k, v in pod["spec"].items() if k not in PER_POD_FIELDS}
     metadata = {k: pod["metadata"][k] for k in ("labels", "annotations") if k in pod["metadata"]}
-    return {"metadata": metadata, "spec": {**pod_spec, "subdomain": name}}
+    common = builder.env_config_map(job, settings)
+    config_map = {**common, "metadata": {"name": common["metadata"]["name"]}}  # no owner here
+    return {"metadata": metadata, "spec": {**pod_spec, "subdomain": name}}, config_map
 
 
 def headless_service(name: str) -> dict[str, Any]:
@@ -164,7 +170,7 @@ def measure_job_controller(
 ) -> dict[str, Any]:
     """`jobs` Indexed Jobs of `pods` completions, made by the kube Job controller; with
     `like_phalanx` (the spec of the bench's TrainingJobs), of Phalanx's pods, each Job with its
-    headless Service (`phalanx_template`)."""
+    headless Service and env ConfigMap (`phalanx_template`)."""
     with tempfile.TemporaryDirectory() as tmp, _cluster(
         Path(tmp), jobs, pods, "batch.kubernetes.io/job-name",
         "garbagecollector,namespace,job", JOB_CONTROLLER_ARGS,
@@ -172,13 +178,15 @@ def measure_job_controller(
         batch, core = k8s.BatchV1Api(api), k8s.CoreV1Api(api)
         names = [f"job-{index:04d}" for index in range(jobs)]
         # Built before the clock starts: the bench's CPU is not the Job controller's.
-        templates = [phalanx_template(name, pods, like_phalanx) if like_phalanx else None
-                     for name in names]  # fmt: skip
+        like = [phalanx_template(name, pods, like_phalanx) if like_phalanx else None
+                for name in names]  # fmt: skip
 
         def create(index: int) -> None:
-            name, template = names[index], templates[index]
-            if template is not None:
+            name, template = names[index], None
+            if (made := like[index]) is not None:
+                template, config_map = made
                 core.create_namespaced_service(NAMESPACE, headless_service(name))
+                core.create_namespaced_config_map(NAMESPACE, config_map)
             batch.create_namespaced_job(NAMESPACE, indexed_job(name, pods, template))
 
         figures = _create_and_wait(

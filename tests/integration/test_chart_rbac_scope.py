@@ -129,6 +129,10 @@ def child_writes(
             namespace, k8s.V1Service(metadata=meta, spec=k8s.V1ServiceSpec(cluster_ip="None")), **kw),
         "create serviceaccounts": lambda api: core(api).create_namespaced_service_account(
             namespace, k8s.V1ServiceAccount(metadata=meta), **kw),
+        "create configmaps": lambda api: core(api).create_namespaced_config_map(
+            namespace, k8s.V1ConfigMap(metadata=meta, data={"A": "1"}), **kw),
+        "patch configmaps": lambda api: core(api).patch_namespaced_config_map(
+            name, namespace, {"data": {"A": "2"}}, **kw),
         "create roles": lambda api: rbac(api).create_namespaced_role(
             namespace, k8s.V1Role(metadata=meta, rules=[lease_rule]), **kw),
         "create rolebindings": lambda api: rbac(api).create_namespaced_role_binding(
@@ -162,14 +166,15 @@ def test_child_writes_go_through_in_a_teams_namespace(
 def test_every_child_write_is_refused_in_an_excluded_namespace(
     podgroup_crd: None, operator: Operator, kube_client: k8s.ApiClient
 ) -> None:
-    """Dry runs (admission runs, nothing is stored), on a pod, a Lease and a Role the admin made
-    there for the updates, the delete and the binding to act on."""
+    """Dry runs (admission runs, nothing is stored), on a pod, a Lease, a ConfigMap and a Role
+    the admin made there for the updates, the delete and the binding to act on."""
     name, writes = child_writes(EXCLUDED, dry_run="All")
     core, leases = k8s.CoreV1Api(kube_client), k8s.CoordinationV1Api(kube_client)
     meta = k8s.V1ObjectMeta(name=name, namespace=EXCLUDED)
     core.create_namespaced_pod(EXCLUDED, k8s.V1Pod(metadata=meta, spec=k8s.V1PodSpec(
         containers=[k8s.V1Container(name="c", image="busybox")])))  # fmt: skip
     leases.create_namespaced_lease(EXCLUDED, k8s.V1Lease(metadata=meta))
+    core.create_namespaced_config_map(EXCLUDED, k8s.V1ConfigMap(metadata=meta))
     rbac = k8s.RbacAuthorizationV1Api(kube_client)
     rbac.create_namespaced_role(EXCLUDED, k8s.V1Role(metadata=meta, rules=[k8s.V1PolicyRule(
         api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get"])]))  # fmt: skip
@@ -195,7 +200,8 @@ def test_every_child_write_is_refused_in_an_excluded_namespace(
             assert words.startswith(("403", "422")), words
             assert "operator.excludedNamespaces" in words, words
         granted = {verb for (_, resource), verbs in OPERATOR_RIGHTS.items()
-                   if resource in {"pods", "services", "serviceaccounts", "roles", "rolebindings",
+                   if resource in {"pods", "services", "serviceaccounts", "configmaps", "roles",
+                                   "rolebindings",
                                    "leases", "podgroups", "poddisruptionbudgets"}
                    for verb in set(verbs) & WRITES}  # fmt: skip
         assert granted == {what.split()[0] for what in writes}, "a granted write not tried"
@@ -207,5 +213,6 @@ def test_every_child_write_is_refused_in_an_excluded_namespace(
     finally:
         core.delete_namespaced_pod(name, EXCLUDED, grace_period_seconds=0)
         leases.delete_namespaced_lease(name, EXCLUDED)
+        core.delete_namespaced_config_map(name, EXCLUDED)
         rbac.delete_namespaced_role(name, EXCLUDED)
         custom.delete_namespaced_custom_object(*PODGROUPS[:2], EXCLUDED, PODGROUPS[2], name)

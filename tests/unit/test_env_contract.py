@@ -7,18 +7,18 @@ user cannot collide with it), for every rank of an epoch. A pod that is its only
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import pytest
 
 from phalanx.agent.epoch_env import epoch_env
 from phalanx.agent.wire import Assignment
 from phalanx.models import TrainingJob, env
-from phalanx.operator.builder import BuildSettings, node_pod
+from phalanx.operator.builder import BuildSettings, env_config_map, node_pod
 from phalanx.operator.builder.env import pod_env
 from phalanx.pod import PodEnv
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
+from tests.support import container_env
 
 
 def _job() -> TrainingJob:
@@ -47,20 +47,12 @@ def _job() -> TrainingJob:
     )
 
 
-def _resolve(entry: dict[str, Any], pod: dict[str, Any]) -> str:
-    """An env entry's value as the kubelet gives it (the downward API for the pod's name)."""
-    if "value" in entry:
-        return str(entry["value"])
-    assert entry["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}, entry
-    return str(pod["metadata"]["name"])
-
-
 @pytest.mark.parametrize("rank", [0, 1, 2])
 def test_trainer_parses_the_pod_the_operator_renders(
     monkeypatch: pytest.MonkeyPatch, rank: int
 ) -> None:
-    pod = node_pod(_job(), epoch=5, rank=rank, nodes=3, settings=BuildSettings())
-    variables = {e["name"]: _resolve(e, pod) for e in pod["spec"]["containers"][0]["env"]}
+    job = _job()
+    variables = container_env.built(job, node_pod(job, 5, rank, 3, BuildSettings()))
     assert variables[env.PHALANX_POD_NAME] == f"llm-5-{rank}"
     assert variables[env.PHALANX_ASSIGNMENT_LEASE] == "llm-assignment"
     for name in [n for n in os.environ if env.is_reserved(n)]:
@@ -87,9 +79,11 @@ def test_trainer_parses_the_pod_the_operator_renders(
 
 
 def test_every_variable_the_operator_sets_is_reserved() -> None:
+    """On the pod and in the job's env ConfigMap."""
     pod = node_pod(_job(), epoch=1, rank=0, nodes=2, settings=BuildSettings())
     names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
-    ours = [n for n in names if not n.startswith("NCCL_") and n != "HF_HOME"]
+    common = list(env_config_map(_job(), BuildSettings())["data"])
+    ours = [n for n in [*names, *common] if not n.startswith("NCCL_") and n != "HF_HOME"]
     assert ours
     assert all(env.is_reserved(n) for n in ours), [n for n in ours if not env.is_reserved(n)]
     assert names[-1] == "HF_HOME"  # the user's own env is kept, after the contract

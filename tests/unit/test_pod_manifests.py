@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client as k8s
 
 from phalanx.models import TrainingJob
-from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
-from tests.support import podsecurity
+from phalanx.operator.builder import BuildSettings, env_config_map, node_pod, rank_env, standby_pod
+from tests.support import container_env, podsecurity
 from tests.support.manifests import example_paths, load_yaml
 
 
@@ -50,6 +50,40 @@ def test_a_new_pod_rendezvouses_where_a_carried_over_rank_0_listens() -> None:
     assert addr(joining) == f"{name}-1-0.{name}.team.svc.cluster.local"
 
 
+def test_the_jobs_common_variables_come_from_its_configmap_and_the_templates_own_win() -> None:
+    """What all the job's pods get alike is in its env ConfigMap, last of the container's envFrom
+    sources (the last wins a name they share: a ConfigMap of the template's does not override
+    Phalanx's variables); on the pod only what differs per pod or epoch; the template's own
+    `env` wins over every envFrom source, as it won over Phalanx's variables before."""
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    [container] = manifest["spec"]["template"]["spec"]["containers"]
+    container["env"] = [{"name": "NCCL_DEBUG", "value": "WARN"}]
+    container["envFrom"] = [{"configMapRef": {"name": "mine"}}]
+    job = TrainingJob.model_validate(manifest)
+    settings = BuildSettings(nccl_defaults={"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "1"})
+    pod = node_pod(job, 2, 1, 3, settings)
+    config = env_config_map(job, settings)
+    name, common = config["metadata"]["name"], config["data"]
+    assert name == f"{job.metadata.name}-phalanx-env"
+    assert config["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    [built] = pod["spec"]["containers"]
+    assert built["envFrom"] == [
+        {"configMapRef": {"name": "mine"}},
+        {"configMapRef": {"name": name}},
+    ]
+    on_pod = [e["name"] for e in built["env"]]
+    assert on_pod == [*rank_env(job, 2, 1, 3, settings), "PHALANX_POD_NAME", "NCCL_DEBUG"]
+    assert not set(rank_env(job, 2, 1, 3, settings)) & set(common), "each variable in one place"
+
+    mine = {"PHALANX_JOB": "not-mine", "MINE": "1", "NCCL_IB_DISABLE": "0"}
+    variables = container_env.resolved(pod, {"mine": mine, name: common})
+    assert variables["NCCL_DEBUG"] == "WARN", "the template's env wins"
+    assert (variables["PHALANX_JOB"], variables["NCCL_IB_DISABLE"]) == (job.metadata.name, "1")
+    assert variables["MINE"] == "1"
+    assert variables["NODE_RANK"] == "1"
+
+
 def test_a_warm_standby_is_the_template_standing_by_and_a_cold_one_only_holds_capacity() -> None:
     manifest = load_yaml(example_paths()[0])
     manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
@@ -63,6 +97,7 @@ def test_a_warm_standby_is_the_template_standing_by_and_a_cold_one_only_holds_ca
     assert (container["image"], container.get("args")) == (template.image, template.args)
     assert env["PHALANX_STANDBY"] == "1"
     assert "PHALANX_POD_NAME" in env, "its agent finds itself in an assignment by name"
+    assert container_env.built(job, warm)["PHALANX_JOB"] == name, "and the job's variables"
     assert warm["metadata"]["labels"]["phalanx.dev/warm"] == "true"
     assert warm["metadata"]["labels"]["phalanx.dev/role"] == "standby"
     assert (warm["spec"]["hostname"], warm["spec"]["subdomain"]) == (f"{name}-3-s1", name), (
@@ -73,6 +108,31 @@ def test_a_warm_standby_is_the_template_standing_by_and_a_cold_one_only_holds_ca
     [idle] = cold["spec"]["containers"]
     assert idle["command"] == ["sleep", "infinity"]
     assert "phalanx.dev/warm" not in cold["metadata"]["labels"]
+
+
+def test_the_jobs_pods_prefer_distinct_nodes_unless_the_template_places_them() -> None:
+    """Stated, so that kube-scheduler's default constraints (for pods a Service selects: hosts
+    and zones) do not apply; a template's own constraints replace it, on spares too."""
+    manifest = load_yaml(example_paths()[0])
+    manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
+    job = TrainingJob.model_validate(manifest)
+    name = job.metadata.name
+    pods = [node_pod(job, 1, 0, 2, BuildSettings()), standby_pod(job, 1, 0, BuildSettings()),
+            standby_pod(job, 1, 0, BuildSettings(), warm=True)]  # fmt: skip
+    for pod in pods:
+        assert pod["spec"]["topologySpreadConstraints"] == [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"phalanx.dev/job": name}},
+        }], pod["metadata"]["name"]  # fmt: skip
+        assert pod["metadata"]["labels"]["phalanx.dev/job"] == name, "it selects the job's pods"
+
+    zones = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+              "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"a": "b"}}}]  # fmt: skip
+    manifest["spec"]["template"]["spec"]["topologySpreadConstraints"] = zones
+    own = TrainingJob.model_validate(manifest)
+    for pod in (node_pod(own, 1, 0, 2, BuildSettings()), standby_pod(own, 1, 0, BuildSettings())):
+        assert pod["spec"]["topologySpreadConstraints"] == zones
 
 
 def test_node_pods_get_host_memory_at_dev_shm_unless_they_mount_their_own() -> None:
@@ -101,8 +161,8 @@ def test_the_checkpoint_cadence_reaches_the_reference_trainer() -> None:
     manifest = load_yaml(example_paths()[0])
     manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
     manifest["spec"]["checkpoint"] |= {"intervalSeconds": 600, "memoryIntervalSteps": 0}
-    pod = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
-    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    job = TrainingJob.model_validate(manifest)
+    env = container_env.built(job, node_pod(job, 1, 0, 2, BuildSettings()))
     assert env["PHALANX_CHECKPOINT_INTERVAL_SECONDS"] == "600"
     assert env["PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS"] == "0"
 

@@ -127,6 +127,12 @@ def service_account_name(job: str) -> str:
     return f"{job}-phalanx"
 
 
+def env_config_map_name(job: str) -> str:
+    """The ConfigMap of the variables every node pod of the job gets alike (the pods take it by
+    envFrom; what differs per pod or epoch is on the pod)."""
+    return f"{job}-phalanx-env"
+
+
 def disruption_budget_name(job: str) -> str:
     """The PodDisruptionBudget that holds evictions off the node pods while they move."""
     return job

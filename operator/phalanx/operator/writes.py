@@ -21,10 +21,11 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["collection_path", "create"]
+__all__ = ["apply", "collection_path", "create"]
 
 _PLURALS: dict[str, str] = {
     "Pod": "pods",
+    "ConfigMap": "configmaps",
     "Service": "services",
     "ServiceAccount": "serviceaccounts",
     "Event": "events",
@@ -34,7 +35,7 @@ _PLURALS: dict[str, str] = {
     "PodDisruptionBudget": "poddisruptionbudgets",
     "PodGroup": "podgroups",
 }
-"""The kinds the executor creates this way, and their resource names."""
+"""The kinds the executor writes this way, and their resource names."""
 
 _JSON = {"Content-Type": "application/json", "Accept": "application/json"}
 
@@ -54,11 +55,30 @@ def collection_path(manifest: Mapping[str, Any], namespace: str) -> str:
 def create(api: k8s.ApiClient, namespace: str, manifest: Mapping[str, Any]) -> None:
     """POST `manifest` in `namespace`; its answer read and released. Raises ApiException for
     an answer outside 2xx (409 when it exists, 422 when it is invalid)."""
+    path = collection_path(manifest, namespace)
+    _send(api, "POST", path, namespace, dict(_JSON), manifest, [])
+
+
+def apply(api: k8s.ApiClient, namespace: str, manifest: Mapping[str, Any], manager: str) -> None:
+    """Server-side apply `manifest` in `namespace` as field manager `manager`, taking over
+    fields another manager set (force): made if absent, made so if not. One request either
+    way, where a create would need a read and a replace after its 409."""
+    path = f"{collection_path(manifest, namespace)}/{{name}}"
+    headers = {**_JSON, "Content-Type": "application/apply-patch+yaml"}  # JSON is YAML
+    query = [("fieldManager", manager), ("force", "true")]
+    _send(api, "PATCH", path, namespace, headers, manifest, query, manifest["metadata"]["name"])
+
+
+def _send(
+    api: k8s.ApiClient, method: str, path: str, namespace: str, headers: dict[str, str],
+    body: Mapping[str, Any], query: list[tuple[str, str]], name: str | None = None,
+) -> None:  # fmt: skip
+    params = {"namespace": namespace} | ({"name": name} if name is not None else {})
     method, url, headers, _, _ = api.param_serialize(
-        "POST", collection_path(manifest, namespace), path_params={"namespace": namespace},
-        header_params=dict(_JSON), auth_settings=["BearerToken"],
+        method, path, path_params=params, query_params=query, header_params=headers,
+        auth_settings=["BearerToken"],
     )  # fmt: skip
-    answer: Any = api.call_api(method, url, headers, body=manifest)
+    answer: Any = api.call_api(method, url, headers, body=body)
     try:
         answer.read()
     finally:

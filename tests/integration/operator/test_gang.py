@@ -10,6 +10,7 @@ from kubernetes import client as k8s
 
 from phalanx.models import env, labels
 from tests.integration.operator.conftest import NCCL_DEFAULTS, Cluster
+from tests.support import container_env
 from tests.support.controlplane import wait_until
 
 
@@ -19,6 +20,8 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
     uid = cluster.job("gang")["metadata"]["uid"]
     ns = cluster.namespace
     master = f"gang-1-0.gang.{ns}.svc.cluster.local"
+    common = k8s.CoreV1Api(cluster.api).read_namespaced_config_map("gang-phalanx-env", ns)
+    assert [(o.kind, o.uid) for o in common.metadata.owner_references] == [("TrainingJob", uid)]
     for rank, pod in pods.items():
         assert pod.metadata.name == f"gang-1-{rank}"
         assert (pod.spec.hostname, pod.spec.subdomain, pod.spec.restart_policy) == (
@@ -30,7 +33,8 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             ("TrainingJob", uid, True)
         ]
         assert pod.metadata.labels[labels.EPOCH] == "1"
-        got = {e.name: e.value for e in pod.spec.containers[0].env}
+        stored = cluster.api.sanitize_for_serialization(pod)
+        got = container_env.resolved(stored, {"gang-phalanx-env": common.data or {}})
         expected = {
             env.MASTER_ADDR: master, env.MASTER_PORT: "29500", env.NNODES: "4",
             env.NODE_RANK: str(rank), env.NPROC_PER_NODE: "2",
@@ -41,7 +45,7 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             env.PHALANX_PIPELINE_PARALLEL: "1", env.PHALANX_DATA_PARALLEL: "8",
             env.PHALANX_HEARTBEAT_LEASE: "gang-heartbeat",
             env.PHALANX_ASSIGNMENT_LEASE: "gang-assignment",
-            env.PHALANX_POD_NAME: None,  # from the downward API: the pod's own name
+            env.PHALANX_POD_NAME: f"gang-1-{rank}",  # from the downward API: its own name
             # the checkpoint cadence, as the reference trainer's settings
             "PHALANX_CHECKPOINT_INTERVAL_STEPS": "100",
             "PHALANX_CHECKPOINT_KEEP": "3",
@@ -84,6 +88,26 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
     cluster.wait_metric("phalanx_jobs", 1, phase="Running")
 
 
+def test_the_next_epoch_starts_with_the_spec_as_it_is_now(cluster: Cluster) -> None:
+    """The variables all the job's pods get alike are in its env ConfigMap, which a pod reads
+    when it starts: a spec changed while the job runs reaches the next epoch's pods, as it did
+    when every variable was on the pod, and the ConfigMap says so before those pods exist."""
+    cluster.create_job("follow")
+    cluster.kubelet.start_gang("follow", 1, 4)
+    cluster.wait_status("follow", lambda s: s.get("phase") == "Running", "Running")
+    core = k8s.CoreV1Api(cluster.api)
+
+    def interval() -> str:
+        data = core.read_namespaced_config_map("follow-phalanx-env", cluster.namespace).data
+        return str(data[env.PHALANX_CHECKPOINT_INTERVAL_STEPS])
+
+    assert interval() == "100"
+    cluster.patch_spec("follow", {"checkpoint": {"intervalSteps": 7}})
+    cluster.kubelet.exit("follow-1-1", 1)  # an application failure: a new epoch, new pods
+    wait_until(lambda: cluster.kubelet.pods("follow", epoch=2), 30, "a pod of epoch 2")
+    assert interval() == "7"
+
+
 def test_deleting_the_job_leaves_no_children(cluster: Cluster) -> None:
     cluster.create_job("doomed")
     cluster.kubelet.start_gang("doomed", 1, 4)
@@ -98,6 +122,10 @@ def test_deleting_the_job_leaves_no_children(cluster: Cluster) -> None:
         ]
         found += [
             s.metadata.name for s in core.list_namespaced_service(ns, label_selector=selector).items
+        ]
+        found += [
+            c.metadata.name
+            for c in core.list_namespaced_config_map(ns, label_selector=selector).items
         ]
         found += [
             a.metadata.name
@@ -118,7 +146,8 @@ def test_deleting_the_job_leaves_no_children(cluster: Cluster) -> None:
         ]
         return found
 
-    assert len(children()) == 10  # 4 pods, Service, ServiceAccount, Role, RoleBinding, 2 Leases
+    # 4 pods, Service, env ConfigMap, ServiceAccount, Role, RoleBinding, 2 Leases
+    assert len(children()) == 11
     k8s.CustomObjectsApi(cluster.api).delete_namespaced_custom_object(
         "phalanx.dev", "v1alpha1", cluster.namespace, "trainingjobs", "doomed"
     )

@@ -1,5 +1,6 @@
-"""The executor's creates sent as plain JSON (`phalanx.operator.writes`), against the real API
-server: what it stores, and its refusals raised as the generated client raises them."""
+"""The executor's creates and applies sent as plain JSON (`phalanx.operator.writes`), against
+the real API server: what it stores, and its refusals raised as the generated client raises
+them."""
 
 from __future__ import annotations
 
@@ -59,6 +60,30 @@ def test_an_invalid_object_is_refused_with_the_api_servers_words(
     assert "spec.containers" in api_message(refused.value)
 
 
+def test_an_apply_makes_the_object_or_makes_it_so(
+    kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    """One request whether it exists or not; a field another manager set is taken over (an
+    edit by hand is not the spec), and a refusal raises as a create's does."""
+    core = k8s.CoreV1Api(kube_client)
+
+    def config(data: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}
+
+    writes.apply(kube_client, namespace, config({"A": "1", "B": "1"}), "phalanx-test")
+    assert core.read_namespaced_config_map("c", namespace).data == {"A": "1", "B": "1"}
+    core.patch_namespaced_config_map("c", namespace, {"data": {"A": "by hand"}})
+    writes.apply(kube_client, namespace, config({"A": "2"}), "phalanx-test")
+    stored = core.read_namespaced_config_map("c", namespace)
+    assert stored.data == {"A": "2"}, "B, no longer applied, is gone; A is the applier's again"
+    managers = {(m.manager, m.operation) for m in stored.metadata.managed_fields}
+    assert ("phalanx-test", "Apply") in managers
+    with pytest.raises(ApiException) as refused:
+        writes.apply(kube_client, namespace, config({"not a key": "x"}), "phalanx-test")
+    assert refused.value.status == 422
+    assert "data[not a key]" in api_message(refused.value)
+
+
 def test_a_kind_it_does_not_create_names_itself() -> None:
-    with pytest.raises(ValueError, match="ConfigMap is not a kind the executor creates"):
-        writes.collection_path({"apiVersion": "v1", "kind": "ConfigMap"}, "ns")
+    with pytest.raises(ValueError, match="Secret is not a kind the executor creates"):
+        writes.collection_path({"apiVersion": "v1", "kind": "Secret"}, "ns")

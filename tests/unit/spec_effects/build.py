@@ -19,6 +19,7 @@ from phalanx.operator.planner import elastic
 from phalanx.pod import PodEnv
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
+from tests.support import container_env
 
 
 class Unset(Enum):
@@ -78,9 +79,8 @@ def built_pod(job: TrainingJob) -> Manifest:
 
 
 def pod_vars(job: TrainingJob) -> dict[str, str]:
-    """The literal env variables of the node pod's container."""
-    container = built_pod(job)["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    """The node pod's container's variables, its job's env ConfigMap's with them."""
+    return container_env.built(job, built_pod(job))
 
 
 @contextmanager

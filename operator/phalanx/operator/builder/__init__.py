@@ -5,10 +5,16 @@ contract, labels, DNS, scheduling) is decided here and nowhere else, and tests r
 without a cluster.
 """
 
-from phalanx.models.names import lease_name, node_pod_name, service_account_name
+from phalanx.models.names import (
+    env_config_map_name,
+    lease_name,
+    node_pod_name,
+    service_account_name,
+)
 from phalanx.operator.builder.children import (
     assignment_lease,
     disruption_budget,
+    env_config_map,
     headless_service,
     heartbeat_lease,
     pod_group,
@@ -18,21 +24,25 @@ from phalanx.operator.builder.children import (
     role_binding,
     service_account,
 )
-from phalanx.operator.builder.env import BuildSettings, pod_address, pod_env
+from phalanx.operator.builder.env import BuildSettings, job_env, pod_address, pod_env, rank_env
 from phalanx.operator.builder.pods import node_pod, standby_pod
 
 __all__ = [
     "BuildSettings",
     "assignment_lease",
     "disruption_budget",
+    "env_config_map",
+    "env_config_map_name",
     "headless_service",
     "heartbeat_lease",
+    "job_env",
     "lease_name",
     "node_pod",
     "node_pod_name",
     "pod_address",
     "pod_env",
     "pod_group",
+    "rank_env",
     "report_leases",
     "report_shard_count",
     "role",

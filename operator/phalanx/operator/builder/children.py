@@ -1,4 +1,5 @@
-"""The objects a job owns besides its pods: headless Service, heartbeat and assignment Leases
+"""The objects a job owns besides its pods: headless Service, the ConfigMap of its pods' common
+variables, heartbeat and assignment Leases
 (and, past 8 node pods, more Leases for the agents' reports), the ServiceAccount +
 Role + RoleBinding that let its pods update the heartbeat and report Leases and read the
 assignment Lease, and nothing else, and the PodDisruptionBudget of its node pods."""
@@ -13,12 +14,14 @@ from phalanx.models.names import (
     MAX_NODES,
     assignment_lease_name,
     disruption_budget_name,
+    env_config_map_name,
     lease_name,
     pod_group_name,
     service_account_name,
     service_name,
 )
 from phalanx.models.report_shards import shard_lease, shards_for
+from phalanx.operator.builder.env import BuildSettings, job_env
 
 Manifest = dict[str, Any]
 
@@ -61,6 +64,18 @@ def headless_service(job: TrainingJob, master_port: int) -> Manifest:
             "selector": {labels.JOB: name},
             "ports": [{"name": "rendezvous", "port": master_port, "targetPort": master_port}],
         },
+    }
+
+
+def env_config_map(job: TrainingJob, settings: BuildSettings) -> Manifest:
+    """The variables all the job's node pods get alike (`env.job_env`), which each takes by
+    envFrom. Kept as the spec says while the job runs (`env_maps.EnvConfigMaps`): a pod reads
+    it when its containers start."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": child_metadata(job, env_config_map_name(job.metadata.name or "")),
+        "data": job_env(job, settings),
     }
 
 
