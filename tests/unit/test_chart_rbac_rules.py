@@ -34,8 +34,8 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
         "Enforcement)",
     },
     ("", "pods"): {
-        "list": "pod_watch.py PodWatch._list",
-        "watch": "pod_watch.py PodWatch._watch",
+        "list": "watch.py ListWatch._list (pod_watch.py PodWatch)",
+        "watch": "watch.py ListWatch._watch (pod_watch.py PodWatch)",
         "create": "execute.py CreateNodePod, CreateStandbyPod",
         "delete": "execute.py _delete_pods",
     },
@@ -54,8 +54,8 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
         "create": "execute.py _ensure_children role_binding",
     },
     ("coordination.k8s.io", "leases"): {
-        "list": "handlers.py kopf.index heartbeats_by_job",
-        "watch": "handlers.py kopf.index heartbeats_by_job",
+        "list": "pod_watch.py LeaseWatch",
+        "watch": "pod_watch.py LeaseWatch",
         "create": "execute.py _ensure_children heartbeat_lease, report_leases; _assign "
         "assignment_lease",
         "get": "held to grant it in the job's Role (children.py role): escalation check",

@@ -15,7 +15,8 @@ from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import FINALIZER, STALE_WAIT_SECONDS, Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import PlannerConfig
-from phalanx.operator.pod_watch import ExpiredError, PodIndex, PodWatch, WatchError
+from phalanx.operator.pod_watch import LeaseIndex, LeaseWatch, PodIndex, PodWatch
+from phalanx.operator.watch import ExpiredError, WatchError
 
 
 def _pod(name: str, job: str | None = "j", namespace: str = "ns", phase: str = "Pending",
@@ -112,7 +113,7 @@ def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> 
     assert told == [(("team-a", "j"), None)]
 
 
-def test_no_job_is_planned_before_its_pods_were_listed() -> None:
+def test_no_job_is_planned_before_its_pods_and_leases_were_listed() -> None:
     unused = cast(Executor, None)  # reached only once the pods were listed
     reconciler = Reconciler(unused, OperatorMetrics(), PlannerConfig(), 30.0, None)
     body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
@@ -121,15 +122,44 @@ def test_no_job_is_planned_before_its_pods_were_listed() -> None:
             "spec": {"replicas": {"min": 1, "max": 1}, "checkpoint": {"dir": "/ckpt"},
                      "template": {"spec": {"containers": [
                 {"name": "trainer", "image": "x"}]}}}}  # fmt: skip
-    index = PodIndex()
+    index, leases = PodIndex(), LeaseIndex()
 
     def reconcile() -> float:
-        return asyncio.run(reconciler.reconcile(("ns", "j"), body, index, {}, {}))
+        return asyncio.run(reconciler.reconcile(("ns", "j"), body, index, leases, {}))
 
     assert reconcile() == STALE_WAIT_SECONDS
     index.listed = True
+    assert reconcile() == STALE_WAIT_SECONDS, "its Leases not listed: its ranks look silent"
+    leases.listed = True
     with pytest.raises(AttributeError):  # on to observe and plan: the executor is needed
         reconcile()
+
+
+def _lease(name: str, job: str = "j", annotations: dict[str, str] | None = None,
+           renewed: str | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "metadata": {"name": name, "namespace": "ns", "labels": {labels.JOB: job},
+                     "annotations": annotations or {}, "resourceVersion": "5"},
+        "spec": {"renewTime": renewed} if renewed else {},
+    }  # fmt: skip
+
+
+def test_a_lease_with_a_heartbeat_is_kept_under_its_job_and_one_saying_nothing_is_not() -> None:
+    told: list[tuple[str, str]] = []
+    watch = LeaseWatch(k8s.Configuration(), ["ns"], told.append)
+    assert watch._url("ns").endswith("/apis/coordination.k8s.io/v1/namespaces/ns/leases")
+    watch._apply({"type": "ADDED", "object": _lease("j-heartbeat")})
+    assert watch.index.get(("ns", "j")) == ()  # made by the operator: rank 0 has not beaten
+    beat = {labels.HEARTBEAT: '{"epoch": 1, "step": 7}'}
+    watch._apply({"type": "MODIFIED",
+                  "object": _lease("j-heartbeat", annotations=beat, renewed="2026-11-29T06:00:01Z")})  # fmt: skip
+    (facts,) = watch.index.get(("ns", "j"))
+    assert facts.heartbeat is not None
+    assert facts.heartbeat.step == 7
+    assert facts.renewed is not None
+    watch._apply({"type": "DELETED", "object": _lease("j-heartbeat")})
+    assert watch.index.get(("ns", "j")) == ()
+    assert told == [("ns", "j")] * 2, "its heartbeat and its going wake the job; made empty, no"
 
 
 def test_the_first_list_wakes_every_job() -> None:

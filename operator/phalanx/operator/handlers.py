@@ -1,4 +1,5 @@
-"""The kopf shell: watches feed indices (the pods' from Phalanx's own watch, `pod_watch`), and
+"""The kopf shell: watches feed indices (the pods' and the Leases' from Phalanx's own watches,
+`pod_watch`), and
 one reconcile loop per job runs observe -> plan -> execute whenever something about the job
 changed, or when the planner asked to look again.
 
@@ -32,9 +33,18 @@ from phalanx.operator.essence import AnnotationProgressStorage, SpecDiffBaseStor
 from phalanx.operator.execute import Applied, Executor, StatusConflictError
 from phalanx.operator.kube import ServedGroup
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import ChildRefusal, NodeView, Observed, PlannerConfig, plan
+from phalanx.operator.observe import LeaseFacts
+from phalanx.operator.planner import (
+    ChildRefusal,
+    NodeView,
+    Observed,
+    PlannerConfig,
+    PodView,
+    plan,
+)
 from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
-from phalanx.operator.pod_watch import PodIndex, PodWatch
+from phalanx.operator.pod_watch import LeaseWatch, PodWatch
+from phalanx.operator.watch import JobIndex
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -183,8 +193,8 @@ class Reconciler:
         return False
 
     async def reconcile(
-        self, key: JobKey, body: Mapping[str, Any], pods: PodIndex, leases: Any, nodes: Any,
-        workloads: Any = None,
+        self, key: JobKey, body: Mapping[str, Any], pods: JobIndex[PodView],
+        leases: JobIndex[LeaseFacts], nodes: Any, workloads: Any = None,
     ) -> float:  # fmt: skip
         """One observe -> plan -> execute once a slot is free; returns seconds until the next
         one is due."""
@@ -196,11 +206,13 @@ class Reconciler:
             return await self._reconcile(key, body, pods, leases, nodes, workloads)
 
     async def _reconcile(
-        self, key: JobKey, body: Mapping[str, Any], pods: PodIndex, leases: Any, nodes: Any,
-        workloads: Any,
+        self, key: JobKey, body: Mapping[str, Any], pods: JobIndex[PodView],
+        leases: JobIndex[LeaseFacts], nodes: Any, workloads: Any,
     ) -> float:  # fmt: skip
-        if not pods.listed:
-            return STALE_WAIT_SECONDS  # planned from no pods, it would make those it has again
+        if not (pods.listed and leases.listed):
+            # planned from no pods, it would make those it has again; from no Leases, it would
+            # take its live ranks for silent
+            return STALE_WAIT_SECONDS
         raw = dict(body)
         version = raw["metadata"]["resourceVersion"]
         if self._stale_version.get(key) == version:
@@ -276,9 +288,11 @@ def register(
     reconciler: Reconciler,
     connection: Callable[[], kopf.AiohttpSession],
     pods: PodWatch,
+    leases: LeaseWatch,
 ) -> None:
     """Attach Phalanx's handlers to `registry`; the jobs' pods come from `pods`, whose changes
-    must reach `reconciler.pod_changed`."""
+    must reach `reconciler.pod_changed`, and their Leases from `leases`, whose changes must
+    reach `reconciler.poke`."""
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -291,18 +305,6 @@ def register(
     @kopf.on.login(registry=registry)
     async def login(**_: Any) -> kopf.AiohttpSession:
         return connection()  # on the loop: the session binds to it
-
-    @kopf.index(
-        "coordination.k8s.io", "v1", "leases", id="heartbeats_by_job",
-        labels={labels.JOB: kopf.PRESENT}, registry=registry,
-    )  # fmt: skip
-    async def heartbeats_by_job(
-        namespace: str | None, body: kopf.Body, **_: Any
-    ) -> dict[JobKey, Any]:
-        key = (namespace or "", body.metadata.labels.get(labels.JOB, ""))
-        reconciler.poke(key)
-        facts = observe.lease_facts(body)
-        return {key: facts} if facts else {}
 
     @kopf.index(
         KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL, id="workloads_by_job",
@@ -335,8 +337,7 @@ def register(
     ) -> None:
         key = (namespace or "", name)
         indices = (
-            pods.index, kwargs["heartbeats_by_job"], kwargs["all_nodes"],
-            kwargs.get("workloads_by_job"),
+            pods.index, leases.index, kwargs["all_nodes"], kwargs.get("workloads_by_job"),
         )  # fmt: skip
         waker = reconciler.waker(key)
         try:

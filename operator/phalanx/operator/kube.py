@@ -71,10 +71,11 @@ all created in 47.9 s, 64 in 30.0 s (bench/controlplane.py, kwok, this 2-core ma
 
 
 def watch_streams(namespaces: list[str]) -> int:
-    """Watch streams kopf keeps open: nodes, namespaces and CRDs cluster-wide, and TrainingJobs,
-    Leases and Kueue Workloads per watched namespace (or once cluster-wide), with room for a
-    stream being replaced while its successor opens. The pods are watched apart (`pod_watch`)."""
-    return 2 * (3 + 3 * max(1, len(namespaces)))
+    """Watch streams kopf keeps open: nodes, namespaces and CRDs cluster-wide, and TrainingJobs
+    and Kueue Workloads per watched namespace (or once cluster-wide), with room for a stream
+    being replaced while its successor opens. The pods and Leases are watched apart
+    (`pod_watch`)."""
+    return 2 * (3 + 2 * max(1, len(namespaces)))
 
 
 def aiohttp_session(configuration: k8s.Configuration, limit: int) -> aiohttp.ClientSession:

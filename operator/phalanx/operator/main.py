@@ -24,7 +24,7 @@ from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler, register
 from phalanx.operator.leader import LeaderElector, own_namespace
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.pod_watch import PodWatch
+from phalanx.operator.pod_watch import LeaseWatch, PodWatch
 from phalanx.operator.settings import OperatorSettings
 
 log = logging.getLogger("phalanx.operator")
@@ -95,8 +95,9 @@ async def _operate(
     registry = kopf.OperatorRegistry()
     sessions = kube.KopfSessions(configuration, settings.namespaces)
     pods = PodWatch(configuration, settings.namespaces, reconciler.pod_changed, reconciler.wake_all)
-    register(registry, reconciler, sessions.login, pods)
-    watching = asyncio.create_task(pods.run())
+    leases = LeaseWatch(configuration, settings.namespaces, reconciler.poke, reconciler.wake_all)
+    register(registry, reconciler, sessions.login, pods, leases)
+    watching = asyncio.gather(pods.run(), leases.run())
     try:
         await kopf.operator(
             registry=registry,

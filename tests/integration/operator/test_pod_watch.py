@@ -1,5 +1,5 @@
-"""The operator's own pod watch (`phalanx.operator.pod_watch`) against the real API server: the
-first list, then the watch's changes, and a version the API server no longer has."""
+"""The operator's own pod and Lease watches (`phalanx.operator.pod_watch`) against the real API
+server: the first list, then the watch's changes, and a version the API server no longer has."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from kubernetes import client as k8s
 
 from phalanx.models import labels
-from phalanx.operator import kube, pod_watch
-from phalanx.operator.pod_watch import ExpiredError, PodWatch, WatchError
+from phalanx.operator import kube, watch
+from phalanx.operator.pod_watch import LeaseWatch, PodWatch
+from phalanx.operator.watch import ExpiredError, WatchError
 from tests.support.controlplane import ControlPlane
 
 DEADLINE_SECONDS = 30.0
@@ -73,6 +74,37 @@ def test_the_first_list_then_every_change_reaches_the_index(
     assert {(namespace, "j"), (namespace, "k")} <= set(woken)
 
 
+def test_the_leases_agents_write_reach_the_lease_index(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    leases = k8s.CoordinationV1Api(kube_client)
+    meta = {"name": "j-heartbeat", "labels": {labels.JOB: "j"}}
+    leases.create_namespaced_lease(namespace, {"metadata": meta, "spec": {}})
+    configuration = kube.load_configuration(control_plane.kubeconfig)
+    woken: list[tuple[str, str]] = []
+
+    async def scenario() -> None:
+        lease_watch = LeaseWatch(configuration, [namespace], woken.append)
+        running = asyncio.create_task(lease_watch.run())
+        try:
+            await _until(lambda: lease_watch.index.listed, "the first list")
+            assert lease_watch.index.get((namespace, "j")) == ()  # it says nothing yet
+            beat = {"metadata": {"annotations": {labels.HEARTBEAT: '{"epoch": 1, "step": 3}'}}}
+            await asyncio.to_thread(leases.patch_namespaced_lease, "j-heartbeat", namespace, beat)
+
+            def step() -> int | None:
+                facts = lease_watch.index.get((namespace, "j"))
+                return facts[0].heartbeat.step if facts and facts[0].heartbeat else None
+
+            await _until(lambda: step() == 3, "the heartbeat in the index")
+            assert (namespace, "j") in woken
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+
+    asyncio.run(scenario())
+
+
 def test_a_version_the_api_server_no_longer_has_asks_for_a_fresh_list(
     control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
 ) -> None:
@@ -108,7 +140,7 @@ def test_the_first_list_reads_every_page(
     control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    monkeypatch.setattr(pod_watch, "LIST_PAGE", 2)
+    monkeypatch.setattr(watch, "LIST_PAGE", 2)
     core = k8s.CoreV1Api(kube_client)
     for rank in range(5):
         core.create_namespaced_pod(namespace, _pod(f"p-{rank}", "j"))
