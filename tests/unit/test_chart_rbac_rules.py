@@ -42,8 +42,8 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     ("", "services"): {"create": "execute.py _ensure_children headless_service"},
     ("", "serviceaccounts"): {"create": "execute.py _ensure_children service_account"},
     ("", "configmaps"): {
-        "create": "env_maps.py EnvConfigMaps.ensure (server-side apply of an absent one)",
-        "patch": "env_maps.py EnvConfigMaps.ensure (server-side apply)",
+        "create": "execute.py _apply_env (server-side apply of an absent one)",
+        "patch": "execute.py _apply_env (server-side apply)",
     },
     ("", "events"): {"create": "execute.py _emit; kopf's post_event"},
     ("rbac.authorization.k8s.io", "roles"): {

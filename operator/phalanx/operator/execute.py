@@ -35,7 +35,6 @@ from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import builder, job_events, planner, slow_start, writes
 from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
-from phalanx.operator.env_maps import EnvConfigMaps
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
 from phalanx.operator.kueue import Workloads
 from phalanx.operator.metrics import OperatorMetrics
@@ -100,7 +99,6 @@ class Executor:
         self._published: dict[JobKey, str] = {}
         """The last assignment written per job: the plan repeats it until the epoch launched."""
         self.expectations = Expectations(expectation_seconds)
-        self.env_maps = EnvConfigMaps(api, build)
         self._creates = ThreadPoolExecutor(slow_start.MAX_IN_FLIGHT, "pod-create")
         """Sends a plan's pod creates, many at once (`slow_start`)."""
 
@@ -114,7 +112,6 @@ class Executor:
         """A job is gone (or its loop stopped): drop what was remembered of it."""
         self._published.pop(key, None)
         self.expectations.forget(key)
-        self.env_maps.forget(key)
 
     def seen(self, key: JobKey, pods: set[str], going: set[str]) -> None:
         """The job's pods the watch shows now, and those being deleted (`Expectations.seen`)."""
@@ -136,7 +133,7 @@ class Executor:
                 continue  # built from the same spec: it would most likely be refused too
             try:
                 if isinstance(step[0], POD_CREATIONS):
-                    self._ensure_env(job)  # the pods read it when they start
+                    self._apply_env(job)  # the pods read it when they start
                     pods = [self._pod(job, action, uses_podgroup) for action in step]
                     slow_start.run([partial(self._create_pod, job, pod) for pod in pods],
                                    self._creates, self._waited)  # fmt: skip
@@ -231,10 +228,16 @@ class Executor:
             return False
         return True
 
-    def _ensure_env(self, job: TrainingJob) -> None:
-        """The job's env ConfigMap as its spec says (`env_maps`)."""
-        name = builder.env_config_map_name(job.metadata.name or "")
-        refusable(job, "ConfigMap", name, lambda: self.env_maps.ensure(job))
+    def _apply_env(self, job: TrainingJob) -> None:
+        """The job's env ConfigMap (`builder.env_config_map`) as its spec says now, before pods
+        that read it when they start: once per plan that creates pods, so that a spec changed
+        while the job runs (spec.checkpoint, spec.trainer, spec.nccl) reaches the next epoch's
+        pods, as it did when every variable was on the pod, and one deleted by hand is made
+        again before a pod misses it (its container would not start: CreateContainerConfigError).
+        A server-side apply: made, or made so, in one request."""
+        manifest = builder.env_config_map(job, self.build)
+        apply = partial(writes.apply, self.api, _ns(job), manifest, writes.FIELD_MANAGER)
+        refusable(job, "ConfigMap", manifest["metadata"]["name"], apply)
 
     def _create_pod(self, job: TrainingJob, manifest: Manifest) -> None:
         key, name = _key(job), manifest["metadata"]["name"]
@@ -253,9 +256,9 @@ class Executor:
             )
 
     def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
-        """The job's Service, env ConfigMap, ServiceAccount, Role, RoleBinding, heartbeat and
-        report Leases and disruption budget (the assignment Lease comes with the first
-        assignment, `_assign`):
+        """The job's Service, ServiceAccount, Role, RoleBinding, heartbeat and report Leases and
+        disruption budget (the assignment Lease comes with the first assignment, `_assign`; the
+        env ConfigMap with each plan's pods, `_apply_env`):
         once per job and report shard count in this operator's life, and again when the job
         needs more report shards (a Role that existed is made to grant them); every time
         without `epoch` (one was found missing). Not once per epoch: a restart that made them
@@ -280,8 +283,8 @@ class Executor:
         # All at once: none needs another to exist (a RoleBinding names its Role and account,
         # and the pods that need the account come after). One after another, a new job's
         # first reconcile waited six round trips before its first pod.
-        tasks = [partial(ensure, child) for child in children]
-        slow_start.together([*tasks, partial(self._ensure_env, job)], self._creates, self._waited)
+        slow_start.together([partial(ensure, child) for child in children], self._creates,
+                            self._waited)  # fmt: skip
         reports = [partial(self._create, job, m) for m in builder.report_leases(job)]
         slow_start.run(reports, self._creates, self._waited)  # a Lease per rank: 1 993 at 2 000
         if not again:

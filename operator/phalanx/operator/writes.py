@@ -21,7 +21,10 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["apply", "collection_path", "create"]
+__all__ = ["FIELD_MANAGER", "apply", "collection_path", "create"]
+
+FIELD_MANAGER = "phalanx-operator"
+"""The field manager of what the operator applies."""
 
 _PLURALS: dict[str, str] = {
     "Pod": "pods",

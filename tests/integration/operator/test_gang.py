@@ -91,7 +91,8 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
 def test_the_next_epoch_starts_with_the_spec_as_it_is_now(cluster: Cluster) -> None:
     """The variables all the job's pods get alike are in its env ConfigMap, which a pod reads
     when it starts: a spec changed while the job runs reaches the next epoch's pods, as it did
-    when every variable was on the pod, and the ConfigMap says so before those pods exist."""
+    when every variable was on the pod, and the ConfigMap says so (made again, if it was
+    deleted) before those pods exist."""
     cluster.create_job("follow")
     cluster.kubelet.start_gang("follow", 1, 4)
     cluster.wait_status("follow", lambda s: s.get("phase") == "Running", "Running")
@@ -103,6 +104,7 @@ def test_the_next_epoch_starts_with_the_spec_as_it_is_now(cluster: Cluster) -> N
 
     assert interval() == "100"
     cluster.patch_spec("follow", {"checkpoint": {"intervalSteps": 7}})
+    core.delete_namespaced_config_map("follow-phalanx-env", cluster.namespace)  # by hand
     cluster.kubelet.exit("follow-1-1", 1)  # an application failure: a new epoch, new pods
     wait_until(lambda: cluster.kubelet.pods("follow", epoch=2), 30, "a pod of epoch 2")
     assert interval() == "7"

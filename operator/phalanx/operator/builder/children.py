@@ -69,7 +69,7 @@ def headless_service(job: TrainingJob, master_port: int) -> Manifest:
 
 def env_config_map(job: TrainingJob, settings: BuildSettings) -> Manifest:
     """The variables all the job's node pods get alike (`env.job_env`), which each takes by
-    envFrom. Kept as the spec says while the job runs (`env_maps.EnvConfigMaps`): a pod reads
+    envFrom. Kept as the spec says while the job runs (`execute.py _apply_env`): a pod reads
     it when its containers start."""
     return {
         "apiVersion": "v1",

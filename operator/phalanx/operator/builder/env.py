@@ -166,13 +166,9 @@ def rank_env(
 
 
 def pod_env(
-    job: TrainingJob,
-    epoch: int,
-    rank: int,
-    nodes: int,
-    settings: BuildSettings,
+    job: TrainingJob, epoch: int, rank: int, nodes: int, settings: BuildSettings,
     master: str | None = None,
-) -> dict[str, str]:
+) -> dict[str, str]:  # fmt: skip
     """Every variable the operator gives node pod `rank` of `epoch` (of `nodes` pods), as its
     container sees them: the job's (`job_env`) and the pod's own (`rank_env`)."""
     return {**job_env(job, settings), **rank_env(job, epoch, rank, nodes, settings, master)}
