@@ -47,7 +47,7 @@ def _pods_created_vs(system: str, within: float) -> Checker:
             return []
         ratio = last["all_created"] / theirs["all_created"]
         alike = _baseline(last, SAME_PODS)
-        beside = (f"; the Job controller with Phalanx's pods and a headless Service per Job: "
+        beside = (f"; the Job controller with Phalanx's pods, a headless Service and env ConfigMap per Job: "
                   f"{alike['all_created']:.1f} s ({last['all_created'] / alike['all_created']:.2f}x)"
                   if alike is not None and system == "kube Job controller" else "")  # fmt: skip
         return [Measured(f"{last['all_created']:.1f} s vs {theirs['all_created']:.1f} s "
@@ -139,7 +139,7 @@ def _large_job_created(results: Figures, _: KindRecords) -> list[Measured]:
         return []
     theirs = large["baseline"]["all_created"]
     alike = large.get("baseline_same_pods")
-    beside = (f"; an Indexed Job of Phalanx's pods with a headless Service: "
+    beside = (f"; an Indexed Job of Phalanx's pods with a headless Service and env ConfigMap: "
               f"{alike['all_created']:.1f} s ({large['all_created'] / alike['all_created']:.2f}x)"
               if alike else "")  # fmt: skip
     return [Measured(f"{large['all_created']:.1f} s vs {theirs:.1f} s "
