@@ -21,9 +21,9 @@ from tests.support.chart import (
 # A rule the chart renders that is not here fails, and so does one here that it no longer renders.
 OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     ("phalanx.dev", "trainingjobs"): {
-        "list": "kopf watches TrainingJobs (handlers.py on.event, daemon)",
-        "watch": "kopf watches TrainingJobs (handlers.py on.event, daemon)",
-        "patch": "kopf adds and removes its finalizer phalanx.dev/operator",
+        "list": "kopf watches TrainingJobs (handlers.py on.event)",
+        "watch": "kopf watches TrainingJobs (handlers.py on.event)",
+        "patch": "kopf removes the finalizer phalanx.dev/operator earlier operators put on",
         "delete": "execute.py _delete_job (ttlSecondsAfterFinished)",
     },
     ("phalanx.dev", "trainingjobs/status"): {

@@ -47,3 +47,25 @@ def test_a_node_that_got_worse_wakes_only_its_jobs_one_that_got_better_wakes_all
     assert _woken(reconciler, a, b, c) == {"a", "b", "c"}
     reconciler.node_seen(NodeView(name="n2", ready=True))
     assert _woken(reconciler, a, b, c) == {"a", "b", "c"}
+
+
+def test_the_reconciles_nodes_follow_each_node_seen_and_drop_one_gone_from_the_index() -> None:
+    """The map the reconciles read (`_nodes_by_name`) is kept as nodes are seen, not made from
+    kopf's index each time; kopf tells no handler of a deleted node, so a smaller index drops it.
+    A node seen but not yet in the index (kopf stores a handler's answer after it returns) comes
+    from the index once it is there."""
+    reconciler = _reconciler()
+    n1, n2 = NodeView(name="n1", ready=True), NodeView(name="n2", ready=True)
+    reconciler.node_seen(n1)
+    reconciler.node_seen(n2)
+    assert reconciler._nodes_by_name([n1, n2]) == {"n1": n1, "n2": n2}
+
+    lost = NodeView(name="n1", ready=False)
+    reconciler.node_seen(lost)  # its index entry is replaced only after the handler returns
+    assert reconciler._nodes_by_name([n1, n2])["n1"] == lost
+
+    assert reconciler._nodes_by_name([n2]) == {"n2": n2}, "n1 deleted: gone from the index"
+    n3 = NodeView(name="n3", ready=True)
+    reconciler.node_seen(n3)
+    assert reconciler._nodes_by_name([n2]) == {"n2": n2}, "n3 not indexed yet: left out"
+    assert reconciler._nodes_by_name([n2, n3]) == {"n2": n2, "n3": n3}

@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from phalanx.models import labels
 from phalanx.operator.execute import Executor
-from phalanx.operator.handlers import FINALIZER, STALE_WAIT_SECONDS, Reconciler
+from phalanx.operator.handlers import STALE_WAIT_SECONDS, Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import PlannerConfig
 from phalanx.operator.pod_watch import LeaseIndex, LeaseWatch, PodIndex, PodWatch
@@ -117,8 +117,7 @@ def test_no_job_is_planned_before_its_pods_and_leases_were_listed() -> None:
     unused = cast(Executor, None)  # reached only once the pods were listed
     reconciler = Reconciler(unused, OperatorMetrics(), PlannerConfig(), 30.0, None)
     body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1",
-                         "finalizers": [FINALIZER]},
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1"},
             "spec": {"replicas": {"min": 1, "max": 1}, "checkpoint": {"dir": "/ckpt"},
                      "template": {"spec": {"containers": [
                 {"name": "trainer", "image": "x"}]}}}}  # fmt: skip

@@ -1,9 +1,9 @@
-"""A job's reconciles are paced by their own cost (`handlers.pace_seconds`): a large job's loop
+"""A job's reconciles are paced by their own cost (`loops.pace_seconds`): a large job's loop
 rests as long as its last reconcile's own work took, a small job's not at all."""
 
 from __future__ import annotations
 
-from phalanx.operator.handlers import PACE_FLOOR_SECONDS, pace_seconds
+from phalanx.operator.loops import PACE_FLOOR_SECONDS, pace_seconds
 
 
 def test_a_small_jobs_reconcile_is_not_paced() -> None:

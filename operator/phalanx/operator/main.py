@@ -96,7 +96,7 @@ async def _operate(
     sessions = kube.KopfSessions(configuration, settings.namespaces)
     pods = PodWatch(configuration, settings.namespaces, reconciler.pod_changed, reconciler.wake_all)
     leases = LeaseWatch(configuration, settings.namespaces, reconciler.poke, reconciler.wake_all)
-    register(registry, reconciler, sessions.login, pods, leases)
+    loops = register(registry, reconciler, sessions.login, pods, leases)
     watching = asyncio.gather(pods.run(), leases.run())
     try:
         await kopf.operator(
@@ -111,6 +111,7 @@ async def _operate(
         watching.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watching
+        await loops.close()
         reconciler.close()
         await sessions.close()
 

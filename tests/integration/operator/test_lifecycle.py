@@ -10,8 +10,10 @@ from kubernetes.client.exceptions import ApiException
 
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
+from phalanx.models.job import GROUP, PLURAL, VERSION
 from phalanx.models.names import assignment_lease_name
-from tests.integration.operator.conftest import Cluster
+from phalanx.operator.handlers import FINALIZER
+from tests.integration.operator.conftest import Cluster, training_job
 from tests.support.controlplane import wait_until
 
 
@@ -26,14 +28,7 @@ def test_all_ranks_exit_0_then_ttl_deletes_the_job(cluster: Cluster) -> None:
     assert next(c for c in status["conditions"] if c["type"] == "Succeeded")["status"] == "True"
     cluster.wait_event("done", "Succeeded")
 
-    def deleted() -> bool:
-        try:
-            cluster.job("done")
-        except ApiException as error:
-            return bool(error.status == 404)
-        return False
-
-    wait_until(deleted, 30, "the TTL to delete the job")
+    wait_until(lambda: _gone(cluster, "done"), 30, "the TTL to delete the job")
 
 
 def test_suspend_deletes_pods_and_resume_starts_a_new_epoch(cluster: Cluster) -> None:
@@ -67,3 +62,37 @@ def test_the_assignment_lease_is_made_with_its_first_assignment(cluster: Cluster
     assignment = EpochAssignment.model_validate_json(lease.metadata.annotations[labels.ASSIGNMENT])
     assert (assignment.epoch, assignment.nodes) == (1, 4)
     assert sorted(assignment.ranks.values()) == [0, 1, 2, 3]
+
+
+def test_jobs_carry_no_finalizer_and_one_left_by_an_older_operator_does_not_hold_a_delete(
+    cluster: Cluster,
+) -> None:
+    """The jobs' loops are the operator's own (`loops`): a job runs without kopf's finalizer,
+    and a job an older operator's daemon put it on is still deleted (kopf takes it off)."""
+    cluster.create_job("plain")
+    cluster.kubelet.start_gang("plain", 1, 4)
+    cluster.wait_status("plain", lambda s: s.get("phase") == "Running", "Running")
+    assert not cluster.job("plain")["metadata"].get("finalizers")
+
+    manifest = training_job("older")
+    manifest["metadata"]["finalizers"] = [FINALIZER]
+    cluster.custom.create_namespaced_custom_object(
+        GROUP, VERSION, cluster.namespace, PLURAL, manifest
+    )
+    cluster.kubelet.start_gang("older", 1, 4)
+    cluster.wait_status("older", lambda s: s.get("phase") == "Running", "Running")
+    cluster.custom.delete_namespaced_custom_object(
+        GROUP, VERSION, cluster.namespace, PLURAL, "older"
+    )
+
+    wait_until(
+        lambda: _gone(cluster, "older"), 30, "the job with an older operator's finalizer to go"
+    )
+
+
+def _gone(cluster: Cluster, name: str) -> bool:
+    try:
+        cluster.job(name)
+    except ApiException as error:
+        return bool(error.status == 404)
+    return False
