@@ -75,8 +75,9 @@ def test_a_deleted_job_and_one_being_deleted_stop_their_loop_and_are_forgotten()
         loops.seen(KEY, event, deleted=deleted)
         assert loops.running() == set()
         loops.seen(KEY, _job("3", deleting=True))  # the foreground deletion's later events
-        await asyncio.sleep(0.05)  # a stopped loop that would still run gets its turn here
         assert loops.running() == set()
+        stopped = list(loops.stopping)
+        await asyncio.wait_for(asyncio.gather(*stopped), DEADLINE_SECONDS)  # ends by itself
         await loops.close()
         return reconciler
 

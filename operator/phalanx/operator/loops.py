@@ -47,6 +47,8 @@ class JobLoops:
         self._step = step
         self._bodies: dict[JobKey, Mapping[str, Any]] = {}
         self._loops: dict[JobKey, tuple[asyncio.Task[None], asyncio.Event]] = {}
+        self.stopping: set[asyncio.Task[None]] = set()
+        """Stopped loops still finishing the reconcile they were in."""
 
     def running(self) -> set[JobKey]:
         """The jobs whose loop runs."""
@@ -72,14 +74,17 @@ class JobLoops:
         job made again under the same name starts afresh."""
         found = self._loops.pop(key, None)
         if found is not None:
-            found[1].set()
+            task, stopped = found
+            stopped.set()
+            self.stopping.add(task)
+            task.add_done_callback(self.stopping.discard)
             self._reconciler.forget(key)
 
     async def close(self) -> None:
         """The operator stops: every loop cancelled, even one waiting for the API server."""
-        tasks = [task for task, _ in self._loops.values()]
         for key in list(self._loops):
             self.stop(key)
+        tasks = list(self.stopping)
         for task in tasks:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
