@@ -26,10 +26,11 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes import utils as k8s_utils
 from kubernetes.client.exceptions import ApiException
 
-from phalanx.operator import kube
+from phalanx.operator import kube, status_write
 from phalanx.operator.main import run_in_thread
 from phalanx.operator.metrics import OperatorMetrics
 from tests.integration.operator.conftest import Cluster, operator_settings, training_job
@@ -205,6 +206,9 @@ def test_the_operator_runs_a_job_through_its_life_with_only_the_charts_rights(
         cluster.wait_status("rbac", lambda s: s.get("phase") == "Succeeded", "Succeeded")
         cluster.wait_event("rbac", "Succeeded")
         wait_until(lambda: job_gone(cluster), 30, "the TTL to delete the job")
+        # a job whose status write is refused is read, to tell deleted from changed
+        with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as as_operator:
+            assert status_write.gone(k8s.CustomObjectsApi(as_operator), namespace, "rbac")
     finally:
         stop.set()
         thread.join(timeout=30)

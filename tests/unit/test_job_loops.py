@@ -126,3 +126,38 @@ def test_a_failing_reconcile_is_tried_again_and_close_cancels_a_loop_in_flight()
         return calls
 
     assert asyncio.run(scenario()) == 2
+
+
+def test_a_job_the_api_server_no_longer_has_stops_its_loop_without_an_event() -> None:
+    """A reconcile that finds the job gone (None: its status write answered 404) stops the loop,
+    as a deletion's event would have; unless the job was made again meanwhile."""
+
+    async def scenario(made_again: bool) -> tuple[Reconciler, set[tuple[str, str]], list[str]]:
+        reconciler = Reconciler()
+        loops: JobLoops
+        looked: list[str] = []
+
+        async def step(key: tuple[str, str], body: Mapping[str, Any]) -> float | None:
+            looked.append(body["metadata"]["resourceVersion"])
+            if body["metadata"]["resourceVersion"] == "1":
+                if made_again:
+                    loops.seen(KEY, _job("9"))
+                return None
+            reconciler.reconciled.set()
+            return 30.0
+
+        loops = JobLoops(reconciler, step)
+        loops.seen(KEY, _job("1"))
+        if made_again:
+            await _reconciled(reconciler)
+        else:
+            while loops.running():  # stops by itself, or the deadline below fails the test
+                await asyncio.sleep(0.01)
+        running = loops.running()
+        await loops.close()
+        return reconciler, running, looked
+
+    reconciler, running, looked = asyncio.run(asyncio.wait_for(scenario(False), DEADLINE_SECONDS))
+    assert (running, looked, reconciler.forgotten) == (set(), ["1"], [KEY])
+    reconciler, running, looked = asyncio.run(asyncio.wait_for(scenario(True), DEADLINE_SECONDS))
+    assert (running, looked) == ({KEY}, ["1", "9"]), "the job made again keeps the loop"

@@ -123,7 +123,7 @@ def test_no_job_is_planned_before_its_pods_and_leases_were_listed() -> None:
                 {"name": "trainer", "image": "x"}]}}}}  # fmt: skip
     index, leases = PodIndex(), LeaseIndex()
 
-    def reconcile() -> float:
+    def reconcile() -> float | None:
         return asyncio.run(reconciler.reconcile(("ns", "j"), body, index, leases, {}))
 
     assert reconcile() == STALE_WAIT_SECONDS

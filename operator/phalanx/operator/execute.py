@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, assert_never, cast
+from typing import Any, assert_never
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.operator import builder, job_events, planner, slow_start, writes
+from phalanx.operator import builder, job_events, planner, slow_start, status_write, writes
 from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
 from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
@@ -63,10 +63,6 @@ log = logging.getLogger(__name__)
 POD_CREATIONS = (CreateNodePod, CreateStandbyPod)
 CREATIONS = (EnsureChildren, EnsurePodGroup, EnsureWorkload, *POD_CREATIONS)
 Manifest = dict[str, Any]
-
-
-class StatusConflictError(Exception):
-    """The job changed since it was read; the reconcile must start again from fresh state."""
 
 
 @dataclass(frozen=True)
@@ -202,20 +198,9 @@ class Executor:
                 assert_never(action)
 
     def _write_status(self, raw: Mapping[str, Any], job: TrainingJob, write: PatchStatus) -> str:
-        # Without managedFields, most of a job's metadata: the status subresource takes only
-        # the status from the body, so they were bytes to send and decode for nothing.
-        metadata = {k: v for k, v in raw.get("metadata", {}).items() if k != "managedFields"}
-        body = {**raw, "metadata": metadata, "status": write.status.to_wire()}
-        try:
-            result = self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, _ns(job), PLURAL, job.metadata.name or "", body
-            )
-        except ApiException as error:
-            if error.status in (404, 409):
-                raise StatusConflictError(str(error.reason)) from error
-            raise
+        version = status_write.replace(self.custom, raw, job, write.status)
         self.metrics.job_status(_ns(job), job.metadata.name or "", job.status, write.status)
-        return str(cast(dict[str, Any], result)["metadata"]["resourceVersion"])
+        return version
 
     def _create(self, job: TrainingJob, manifest: Manifest) -> bool:
         """Create if absent (409 is success: returns False, it existed); a refusal of the object

@@ -29,7 +29,7 @@ from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import observe
 from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL
 from phalanx.operator.essence import AnnotationProgressStorage, SpecDiffBaseStorage
-from phalanx.operator.execute import Applied, Executor, StatusConflictError
+from phalanx.operator.execute import Applied, Executor
 from phalanx.operator.kube import ServedGroup
 from phalanx.operator.loops import JobLoops
 from phalanx.operator.metrics import OperatorMetrics
@@ -44,6 +44,7 @@ from phalanx.operator.planner import (
 )
 from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
 from phalanx.operator.pod_watch import LeaseWatch, PodWatch
+from phalanx.operator.status_write import JobGoneError, StatusConflictError
 from phalanx.operator.watch import JobIndex
 
 log = logging.getLogger(__name__)
@@ -206,9 +207,9 @@ class Reconciler:
     async def reconcile(
         self, key: JobKey, body: Mapping[str, Any], pods: JobIndex[PodView],
         leases: JobIndex[LeaseFacts], nodes: Any, workloads: Any = None,
-    ) -> float:  # fmt: skip
+    ) -> float | None:  # fmt: skip
         """One observe -> plan -> execute once a slot is free; returns seconds until the next
-        one is due."""
+        one is due, or None: the job is gone (`JobGoneError`), its loop must stop."""
         if self._free is None:  # made on the loop that uses it
             self._free = asyncio.Semaphore(self._slots)
         queued = time.perf_counter()
@@ -219,7 +220,7 @@ class Reconciler:
     async def _reconcile(
         self, key: JobKey, body: Mapping[str, Any], pods: JobIndex[PodView],
         leases: JobIndex[LeaseFacts], nodes: Any, workloads: Any,
-    ) -> float:  # fmt: skip
+    ) -> float | None:  # fmt: skip
         if not (pods.listed and leases.listed):
             # planned from no pods, it would make those it has again; from no Leases, it would
             # take its live ranks for silent
@@ -274,6 +275,9 @@ class Reconciler:
             applied = await asyncio.get_running_loop().run_in_executor(self._pool, execute)
         except StatusConflictError:
             return CONFLICT_RETRY_SECONDS
+        except JobGoneError:
+            log.info("TrainingJob %s/%s is gone; its loop stops", *key)
+            return None
         except NotLeadingError:
             log.warning("not carrying out the plan of %s/%s: the leader Lease is not renewed", *key)
             return STALE_WAIT_SECONDS
@@ -303,7 +307,7 @@ def register(
     kopf_indices: dict[str, Any] = {}
     """kopf's indices, as it hands them to the handlers (the same objects each time)."""
 
-    async def step(key: JobKey, body: Mapping[str, Any]) -> float:
+    async def step(key: JobKey, body: Mapping[str, Any]) -> float | None:
         nodes, workloads = kopf_indices["all_nodes"], kopf_indices.get("workloads_by_job")
         return await reconciler.reconcile(key, body, pods.index, leases.index, nodes, workloads)
 

@@ -35,8 +35,10 @@ class Loopable(Protocol):
     def forget(self, key: JobKey) -> None: ...
 
 
-Step = Callable[[JobKey, Mapping[str, Any]], Awaitable[float]]
-"""One reconcile of a job as last seen; seconds until the next is due."""
+Step = Callable[[JobKey, Mapping[str, Any]], Awaitable[float | None]]
+"""One reconcile of a job as last seen; seconds until the next is due, or None: the job is gone
+from the API server though no event said so (a watch that missed its deletion), and its loop
+stops (a job made again under the name starts a new one with its first event)."""
 
 
 class JobLoops:
@@ -102,6 +104,12 @@ class JobLoops:
             except Exception:  # an API hiccup must not stop the job's loop: retry soon
                 log.exception("reconcile of %s/%s failed; retrying", *key)
                 delay = ERROR_RETRY_SECONDS
+            if delay is None:
+                if self._bodies.get(key) is body:
+                    self._bodies.pop(key, None)
+                    self.stop(key)
+                    return
+                delay = 0.0  # an event came meanwhile (made again under the name): look again
             if pause := pace_seconds(self._reconciler.own_seconds(key), delay):
                 await _wait(stopped, stopped, pause)
             await _wait(waker, stopped, delay)

@@ -14,6 +14,7 @@ shards gets them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -26,8 +27,10 @@ from phalanx.models.names import lease_name, node_pod_name
 from phalanx.models.report_shards import shard_lease
 from phalanx.operator.builder import BuildSettings, report_shard_count
 from phalanx.operator.execute import Executor
+from phalanx.operator.handlers import Reconciler
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.planner import CreateNodePod, DeletePods, EnsureChildren, Plan
+from phalanx.operator.planner import CreateNodePod, DeletePods, EnsureChildren, Plan, PlannerConfig
+from phalanx.operator.pod_watch import LeaseIndex, PodIndex
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import wait_until
 
@@ -152,3 +155,25 @@ def test_children_are_made_once_per_job_and_shard_count_not_per_epoch(
     assert last != shard_lease(lease_name("kids"), report_shard_count(job) - 1)
     ensure(executor, 3, grown)
     assert leases.read_namespaced_lease(last, namespace).metadata.name == last
+
+
+def test_a_reconcile_of_a_job_the_api_server_no_longer_has_stops_and_creates_nothing(
+    kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    """A loop whose watch missed the job's deletion: its next reconcile plans epoch 1 from the
+    body it holds, the status write first answers 404, and the reconcile says the job is gone
+    (None, its loop stops: `loops`) before any child or pod is made for it."""
+    raw, _ = _job(kube_client, namespace, "vanished")
+    k8s.CustomObjectsApi(kube_client).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "vanished"
+    )
+    reconciler = Reconciler(
+        Executor(kube_client, BuildSettings(), OperatorMetrics()), OperatorMetrics(),
+        PlannerConfig(), 30.0, None,
+    )  # fmt: skip
+    pods, leases = PodIndex(), LeaseIndex()
+    pods.listed = leases.listed = True
+    key = (namespace, "vanished")
+    assert asyncio.run(reconciler.reconcile(key, raw, pods, leases, {})) is None
+    assert k8s.CoreV1Api(kube_client).list_namespaced_pod(namespace).items == []
+    assert k8s.CoreV1Api(kube_client).list_namespaced_service(namespace).items == []
