@@ -34,6 +34,35 @@ LOCAL_WORLD_SIZE: Final = "LOCAL_WORLD_SIZE"
 GROUP_RANK: Final = "GROUP_RANK"
 ROLE_RANK: Final = "ROLE_RANK"
 ROLE_WORLD_SIZE: Final = "ROLE_WORLD_SIZE"
+GROUP_WORLD_SIZE: Final = "GROUP_WORLD_SIZE"
+ROLE_NAME: Final = "ROLE_NAME"
+ROLE: Final = "default"
+"""torchrun's role name (its --role flag's default): one role, every worker of the job."""
+
+# The rest of torchrun's worker contract (torch.distributed.elastic's LocalElasticAgent), so that a
+# script written for torchrun finds every variable it may read at its first line.
+TORCHELASTIC_RESTART_COUNT: Final = "TORCHELASTIC_RESTART_COUNT"
+"""How many times the gang has been restarted: 0 in the job's first epoch (epoch 1), one more
+with each restart, in place or not (`restart_count`). torchrun counts only its failure
+restarts; Phalanx restarts the gang for a resize too, and every rank of an epoch reads the same
+count (a torchrun node that joins late reads 0)."""
+TORCHELASTIC_MAX_RESTARTS: Final = "TORCHELASTIC_MAX_RESTARTS"
+"""spec.failurePolicy.maxRestarts: the restarts for the program's own failures."""
+TORCHELASTIC_RUN_ID: Final = "TORCHELASTIC_RUN_ID"
+"""The job's uid (its name where it has none, locally): one id for the job's whole life, every
+restart included. torch's `is_torchelastic_launched()` is true when it is set."""
+TORCHELASTIC_USE_AGENT_STORE: Final = "TORCHELASTIC_USE_AGENT_STORE"
+"""Always False: no launcher hosts a store for the workers; rank 0 hosts the epoch's TCPStore at
+MASTER_ADDR:MASTER_PORT (torchrun says True where its agent hosts one)."""
+TORCHELASTIC_ERROR_FILE: Final = "TORCHELASTIC_ERROR_FILE"
+"""Where torch's `@record` writes a worker's exception (JSON); the agent reads it as a failure's
+reason, as torchrun does."""
+TORCHELASTIC_SIGNALS_TO_HANDLE: Final = "TORCHELASTIC_SIGNALS_TO_HANDLE"
+"""The signals the launcher passes on to its workers: the agent passes SIGTERM (a pod deleted or
+drained: the workers checkpoint and stop); torchrun lists SIGTERM,SIGINT,SIGHUP,SIGQUIT."""
+AGENT_SIGNALS: Final = "SIGTERM"
+OMP_NUM_THREADS: Final = "OMP_NUM_THREADS"
+"""Set to 1 for the workers of a pod with several, unless the pod sets it: torchrun's default."""
 
 # Phalanx's own variables.
 PHALANX_PREFIX: Final = "PHALANX_"
@@ -124,6 +153,8 @@ RESERVED_NAMES: Final = frozenset(
         GROUP_RANK,
         ROLE_RANK,
         ROLE_WORLD_SIZE,
+        GROUP_WORLD_SIZE,
+        ROLE_NAME,
         TORCH_NCCL_ASYNC_ERROR_HANDLING,
     }
 )
@@ -156,12 +187,13 @@ def rendezvous(
 def single_worker(node_rank: int, nodes: int) -> dict[str, str]:
     """The worker variables of a pod that is its only worker (nprocPerNode 1): the PyTorchJob
     contract, so that `python train.py` as the container's command runs as rank `node_rank`."""
-    return {RANK: str(node_rank), WORLD_SIZE: str(nodes), LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1"}
+    return worker(node_rank, nodes, 1, 0)
 
 
 def worker(node_rank: int, nodes: int, nproc_per_node: int, local_rank: int) -> dict[str, str]:
     """The variables a launcher (the agent, as torchrun would) sets on local worker
-    `local_rank` of node `node_rank`."""
+    `local_rank` of node `node_rank`: ranks and sizes with torchrun's meanings (one role, so a
+    role rank is the global rank and a group is a node)."""
     if not 0 <= local_rank < nproc_per_node:
         raise ValueError(f"local rank {local_rank} outside 0..{nproc_per_node - 1}")
     rank = node_rank * nproc_per_node + local_rank
@@ -172,8 +204,24 @@ def worker(node_rank: int, nodes: int, nproc_per_node: int, local_rank: int) -> 
         WORLD_SIZE: str(world),
         LOCAL_WORLD_SIZE: str(nproc_per_node),
         GROUP_RANK: str(node_rank),
+        GROUP_WORLD_SIZE: str(nodes),
         ROLE_RANK: str(rank),
         ROLE_WORLD_SIZE: str(world),
+    }
+
+
+def restart_count(epoch: int) -> str:
+    """TORCHELASTIC_RESTART_COUNT in `epoch`: the restarts before it (the first epoch is 1)."""
+    return str(max(epoch - 1, 0))
+
+
+def elastic(run_id: str, max_restarts: int) -> dict[str, str]:
+    """torchrun's variables that are the same for every worker of a job in every epoch."""
+    return {
+        ROLE_NAME: ROLE,
+        TORCHELASTIC_RUN_ID: run_id,
+        TORCHELASTIC_MAX_RESTARTS: str(max_restarts),
+        TORCHELASTIC_USE_AGENT_STORE: str(False),
     }
 
 

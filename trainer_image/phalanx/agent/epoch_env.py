@@ -23,6 +23,7 @@ def epoch_env(base: dict[str, str], assignment: Assignment, node_rank: int) -> d
             assignment.master_addr, assignment.master_port, assignment.nodes, node_rank, nproc
         ),
         contract.PHALANX_EPOCH: str(assignment.epoch),
+        contract.TORCHELASTIC_RESTART_COUNT: contract.restart_count(assignment.epoch),
     }
     if contract.RANK in base:  # a pod that is its only worker carries its worker's ranks too
         merged |= contract.single_worker(node_rank, assignment.nodes)

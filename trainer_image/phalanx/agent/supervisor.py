@@ -4,6 +4,7 @@ says what happened (see phalanx.models.exits)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import time
@@ -42,6 +43,25 @@ class Outcome:
     message: str
     failed_at: float | None = None
     """Wall time the first failure was seen (None on success)."""
+
+
+def torchelastic_error_file(error_file: Path) -> Path:
+    """Where a worker's torch `@record` writes its exception (TORCHELASTIC_ERROR_FILE), beside
+    the file Phalanx's own library writes."""
+    return error_file.with_name(error_file.name + ".json")
+
+
+def failure_detail(error_file: Path) -> str:
+    """Why a worker failed, in its own words: what Phalanx's library wrote, else the message of
+    the exception torch's `@record` wrote as JSON (as torchrun reports it), else nothing."""
+    with contextlib.suppress(OSError):
+        return error_file.read_text().strip()
+    try:
+        recorded = json.loads(torchelastic_error_file(error_file).read_text())
+        message = recorded["message"]
+        return str(message["message"] if isinstance(message, dict) else message).strip()
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 @dataclass
@@ -83,6 +103,7 @@ class Supervisor:
         if not self.workers:
             self._oom_kills = oom.oom_kills(self.oom_counters)
         error_file.unlink(missing_ok=True)
+        torchelastic_error_file(error_file).unlink(missing_ok=True)
         self.workers.append(Worker(local_rank, rank, self.launcher.spawn(env), error_file))
 
     def signal_all(self, signum: int) -> None:
@@ -168,7 +189,7 @@ class Supervisor:
         self.wait_all(self.stop_grace_seconds)
         code = first.process.returncode
         assert code is not None
-        detail = first.error_file.read_text().strip() if first.error_file.exists() else ""
+        detail = failure_detail(first.error_file)
         if code == -signal.SIGKILL and oom.grew(self._oom_kills, self.oom_counters):
             message = (
                 f"worker rank {first.rank} killed by the kernel's OOM killer (the pod's memory "

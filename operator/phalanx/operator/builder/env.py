@@ -128,6 +128,7 @@ def job_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
         env.PHALANX_HEARTBEAT_LEASE: lease_name(name),
         env.PHALANX_ASSIGNMENT_LEASE: assignment_lease_name(name),
         env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
+        **env.elastic(job.metadata.uid or name, spec.failure_policy.max_restarts),
     }
     if spec.failure_policy.hang_timeout_seconds is not None:
         values[env.PHALANX_HANG_TIMEOUT_SECONDS] = str(spec.failure_policy.hang_timeout_seconds)
@@ -154,6 +155,7 @@ def rank_env(
     values = {k: v for k, v in rendezvous.items() if k not in _RENDEZVOUS_PER_JOB}
     values |= {
         env.PHALANX_EPOCH: str(epoch),
+        env.TORCHELASTIC_RESTART_COUNT: env.restart_count(epoch),
         env.PHALANX_DATA_PARALLEL: str(
             env.data_parallel(
                 nodes, spec.nproc_per_node, spec.parallelism.tensor, spec.parallelism.pipeline
