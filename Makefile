@@ -19,6 +19,20 @@ $(VENV)/.installed: pyproject.toml
 .PHONY: venv
 venv: $(VENV)/.installed ## Create .venv with Phalanx (editable) and the test and lint tools
 
+# The oldest torch the resume library supports (phalanx.resume.compat.TORCH_FLOOR, pyproject's
+# `torch>=` bound): a second environment with it, for the resume library's tests.
+TORCH_FLOOR := $(shell sed -n 's/^  "torch>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+FLOOR_VENV ?= .venv-torch-floor
+
+$(FLOOR_VENV)/.installed: pyproject.toml
+	python3 -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/pip install -q -U pip
+	$(FLOOR_VENV)/bin/pip install -q -e ".[trainer,cli]" --group test "torch==$(TORCH_FLOOR).0"
+	touch $@
+
+.PHONY: venv-torch-floor
+venv-torch-floor: $(FLOOR_VENV)/.installed ## Create .venv-torch-floor: Phalanx with the oldest torch it supports
+
 QUICKSTART := deploy/examples/quickstart.yaml --fresh --kill-node-at step:60
 
 .PHONY: quickstart

@@ -76,6 +76,10 @@ class ConditionReason(StrEnum):
     SUCCEEDED = "Succeeded"
     ALL_RANKS_SUCCEEDED = "AllRanksSucceeded"
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    POD_UNSCHEDULABLE = "PodUnschedulable"
+    """Unschedulable: the scheduler cannot place a pod of the epoch; the message is its own
+    reason (a missing claim, too little nvidia.com/gpu, an untolerated taint), given at once,
+    before scheduleTimeoutSeconds shrinks the gang."""
     SCHEDULED = "Scheduled"
     STEPS_REPORTED = "StepsReported"
     NO_STEPS_REPORTED = "NoStepsReported"
@@ -96,6 +100,9 @@ class ConditionReason(StrEnum):
     """ConfigurationError: the job names a Kueue queue, but the cluster serves no Workloads."""
     REFUSED_BY_API_SERVER = "RefusedByAPIServer"
     """ConfigurationError: the API server refused one of the job's objects as Invalid."""
+    MISSING_OBJECT = "MissingObject"
+    """ConfigurationError: the API server refuses the job's pods for want of an object the spec
+    names (a ServiceAccount); creating them is tried again until it exists."""
     SPEC_CHANGED = "SpecChanged"
     RESOLVED = "Resolved"
     # Why a job Failed:

@@ -15,7 +15,12 @@ from phalanx.operator.planner import ChildRefusal
 
 INVALID = 422
 """The API server's answer to an object it will never accept as it is (Status reason Invalid)."""
+BAD_REQUEST = 400
 FORBIDDEN = 403
+
+STRICT_DECODING_REFUSAL = "strict decoding error"
+"""How the API server words an object with an unknown or duplicated field under strict field
+validation (a 400 that names the field: 'unknown field "spec.containers[0].resourcs"')."""
 
 
 def discard(answer: object) -> None:
@@ -39,11 +44,24 @@ Invalid object, the same pod is refused until the template changes. Other 403s (
 are not about the spec and stay errors that are retried."""
 
 
+MISSING_SERVICE_ACCOUNT = "error looking up service account"
+"""How the ServiceAccount admission words a pod whose serviceAccountName does not exist (a 403:
+'error looking up service account ns/name: serviceaccount "name" not found')."""
+
+
 def refuses_for_good(error: ApiException) -> bool:
     """Whether the API server refused this very object, so that creating it again is futile."""
     if error.status == INVALID:
         return True
+    if error.status == BAD_REQUEST:
+        return STRICT_DECODING_REFUSAL in api_message(error)
     return error.status == FORBIDDEN and POD_SECURITY_REFUSAL in api_message(error)
+
+
+def waits_for_an_object(error: ApiException) -> bool:
+    """Whether the API server refused the object for want of another one the spec names (a
+    ServiceAccount): refused until that object exists, which needs no change to the spec."""
+    return error.status == FORBIDDEN and MISSING_SERVICE_ACCOUNT in api_message(error)
 
 
 def api_message(error: ApiException) -> str:
@@ -67,13 +85,16 @@ def refusable(job: TrainingJob, kind: str, name: str, call: Callable[[], object]
     """Run `call`, which writes the job's `kind` `name`; the API server's refusal of that object
     itself (its admission says no to this spec: a pod's template, a Workload Kueue's webhook
     rejects) raises ChildRefusedError, which the planner turns into the job's
-    ConfigurationError instead of a write retried forever."""
+    ConfigurationError instead of a write retried forever; so does a refusal for want of an
+    object the spec names (a ServiceAccount), which the planner tries again until it exists."""
     try:
         call()
     except ApiException as error:
-        if not refuses_for_good(error):
+        lasting = refuses_for_good(error)
+        if not lasting and not waits_for_an_object(error):
             raise
         refusal = ChildRefusal(
-            kind=kind, name=name, message=api_message(error), generation=job.metadata.generation
-        )
+            kind=kind, name=name, message=api_message(error), generation=job.metadata.generation,
+            lasting=lasting,
+        )  # fmt: skip
         raise ChildRefusedError(refusal) from error

@@ -78,6 +78,7 @@ def pod_view(pod: Body) -> PodView | None:
     terminated = _termination(status)
     waiting = _waiting(status)
     disruption = _condition(status, "DisruptionTarget")
+    scheduling = _condition(status, "PodScheduled") or {}
     disrupted = disruption is not None and disruption.get("status") == "True"
     role: Role = "standby" if pod_labels.get(labels.ROLE) == labels.ROLE_STANDBY else "node"
     message = (terminated or {}).get("message") or (waiting or {}).get("message")
@@ -103,6 +104,9 @@ def pod_view(pod: Body) -> PodView | None:
         else None,
         stop_deadline=_stop_deadline(meta, disruption if disrupted else None),
         waiting_reason=(waiting or {}).get("reason"),
+        unschedulable=scheduling.get("message") or scheduling.get("reason") or "Unschedulable"
+        if scheduling.get("status") == "False" and not spec.get("nodeName")
+        else None,
         message=(message or status.get("message") or None),
     )
 

@@ -8,6 +8,12 @@ trip cost more than the request itself: 9 % of the operator's CPU while it creat
 report Leases and a job's other children. The manifests are the builder's plain dicts; the API
 server validates them anyway, and refuses what it would not store (422) as before.
 
+Every create asks for strict field validation (`fieldValidation=Strict`, as `kubectl apply`
+does by default): the pod template is the user's own (the CRD keeps its unknown fields), and
+without it a misspelt field (`resourcs:`) is dropped by the API server in silence, so the pod
+would run without it (a GPU limit lost). Strict, the create is refused (400) with the field's
+path, and the job's ConfigurationError condition says so (`answers.refuses_for_good`).
+
 The request goes through the same `ApiClient` (its credentials, its connection pool, and the
 timing of `kube.TimedApiClient`); an answer outside 2xx raises `ApiException` as the generated
 methods do.
@@ -40,6 +46,9 @@ _PLURALS: dict[str, str] = {
 }
 """The kinds the executor writes this way, and their resource names."""
 
+STRICT = ("fieldValidation", "Strict")
+"""Refuse an object with an unknown or duplicated field instead of dropping the field."""
+
 _JSON = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
@@ -57,9 +66,10 @@ def collection_path(manifest: Mapping[str, Any], namespace: str) -> str:
 
 def create(api: k8s.ApiClient, namespace: str, manifest: Mapping[str, Any]) -> None:
     """POST `manifest` in `namespace`; its answer read and released. Raises ApiException for
-    an answer outside 2xx (409 when it exists, 422 when it is invalid)."""
+    an answer outside 2xx (409 when it exists, 422 when it is invalid, 400 when a field is
+    unknown: strict field validation)."""
     path = collection_path(manifest, namespace)
-    _send(api, "POST", path, namespace, dict(_JSON), manifest, [])
+    _send(api, "POST", path, namespace, dict(_JSON), manifest, [STRICT])
 
 
 def apply(api: k8s.ApiClient, namespace: str, manifest: Mapping[str, Any], manager: str) -> None:

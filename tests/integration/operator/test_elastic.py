@@ -62,12 +62,12 @@ def test_never_below_min(cluster: Cluster) -> None:
     status = cluster.wait_status(
         "floor",
         lambda s: any(
-            c["type"] == "Unschedulable" and c["status"] == "True" for c in s.get("conditions", [])
+            c["type"] == "Unschedulable" and c["reason"] == "InsufficientCapacity"
+            for c in s.get("conditions", [])
         ),
-        "an Unschedulable condition",
+        "an Unschedulable condition past scheduleTimeoutSeconds",
     )
     assert (status["epoch"], status["nodes"]) == (1, 4)
-    assert (
-        "min is 4"
-        in next(c for c in status["conditions"] if c["type"] == "Unschedulable")["message"]
-    )
+    message = next(c for c in status["conditions"] if c["type"] == "Unschedulable")["message"]
+    assert "min is 4" in message
+    assert message.endswith("pod floor-1-3: 0/4 nodes are available"), "the scheduler's words"

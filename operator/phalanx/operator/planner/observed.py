@@ -49,6 +49,9 @@ class PodView:
     and stop, every rank alike, within the grace."""
     waiting_reason: str | None = None
     """Reason of a waiting container, e.g. ImagePullBackOff."""
+    unschedulable: str | None = None
+    """Why the scheduler cannot place it, in its own words (its PodScheduled=False condition's
+    message: '0/3 nodes are available: persistentvolumeclaim "data" not found. ...')."""
     message: str | None = None
     """Termination message or waiting message."""
     agent: AgentReport | None = None
@@ -142,8 +145,9 @@ class WorkloadView:
 
 @dataclass(frozen=True)
 class ChildRefusal:
-    """The API server refused to create one of the job's objects as Invalid (HTTP 422): the same
-    request would be refused again, so it is a configuration error, not a retry."""
+    """The API server refused to create one of the job's objects: as Invalid (HTTP 422), with an
+    unknown field (400) or by admission (403). A configuration error either way, named in the
+    job's condition; a lasting one is not retried for the same spec."""
 
     kind: str
     """Kind of the refused object: Pod, Service, ServiceAccount, Role, RoleBinding, Lease..."""
@@ -152,6 +156,9 @@ class ChildRefusal:
     """The API server's words (its Status message), which name the offending field."""
     generation: int | None
     """The job's spec generation the object was built from."""
+    lasting: bool = True
+    """Refused until the spec changes (Invalid, an unknown field, PodSecurity); False: refused
+    until an object the spec names exists (a ServiceAccount), so creating is tried again."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from phalanx.operator.planner.observed import Observed
 from phalanx.operator.planner.progress import ended_unreported, track_progress
 from phalanx.operator.planner.recovery import fail, failures, hang, stragglers
 from phalanx.operator.planner.refusal import refused
-from phalanx.operator.planner.sizing import resize, shrink
+from phalanx.operator.planner.sizing import resize, shrink, unschedulable
 
 
 def plan(
@@ -335,6 +335,7 @@ LADDER: tuple[Step, ...] = (
     startup.stuck_startup,
     hang,
     stragglers,
+    unschedulable,
     shrink,
     resize,
 )

@@ -86,7 +86,9 @@ def failures(d: Decision, config: PlannerConfig) -> bool:
             d.event(EventReason.CONFIGURATION_ERROR, message, "Warning")
         d.set_condition(ConditionType.CONFIGURATION_ERROR, True, first.reason, message)
         return True
-    if not d.creation_refused:  # that one lasts until the spec changes (see `refusal`)
+    current = d.condition(ConditionType.CONFIGURATION_ERROR)
+    missing = current is not None and current.reason == ConditionReason.MISSING_OBJECT
+    if not d.creation_refused and not missing:  # those are `refusal`'s to resolve
         d.clear_condition(ConditionType.CONFIGURATION_ERROR, ConditionReason.RESOLVED)
     return False
 

@@ -8,10 +8,15 @@ record: the `ConfigurationError` condition (reason `RefusedByAPIServer`) carries
 words and the spec generation they answer, so a restarted operator does not try again either.
 Changing the spec (a new generation) clears the condition and the job tries again. Like an image
 that cannot be pulled, this is no restart and spends no restart budget.
+
+A pod refused for want of an object the spec names (a ServiceAccount that does not exist) is the
+same configuration error, reason `MissingObject`, but no change to the spec is needed to fix it:
+the pods are created again every few seconds until it exists (`waiting_for_object`).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 from phalanx.models.conditions import ConditionReason, ConditionType
@@ -25,10 +30,40 @@ REASON: Final = ConditionReason.REFUSED_BY_API_SERVER
 MAX_MESSAGE: Final = 4096
 
 
-def refused(d: Decision, _: PlannerConfig) -> bool:
-    """A child refused as Invalid for this spec: ConfigurationError, and no more creating."""
+MISSING_OBJECT: Final = ConditionReason.MISSING_OBJECT
+RETRY_SECONDS: Final = 5
+"""How soon pods refused for want of an object the spec names (a ServiceAccount) are tried
+again: the user's fix is to create that object, which the operator is not told of."""
+
+
+def waiting_for_object(d: Decision) -> bool:
+    """A child refused until an object the spec names exists: ConfigurationError naming it,
+    and the creates tried again every RETRY_SECONDS; the condition is resolved once the epoch's
+    pods exist."""
     report = d.observed.refused
-    if report is not None and report.generation == d.generation:
+    current = d.condition(CONDITION)
+    if report is None or report.lasting:
+        if current is not None and current.status == "True" and current.reason == MISSING_OBJECT:
+            pods = d.observed.node_pods(d.status.epoch)
+            if d.status.nodes and len(pods) >= d.status.nodes:
+                d.clear_condition(CONDITION, ConditionReason.RESOLVED)
+        return False
+    message = f"the API server refuses {report.kind} {report.name} until it exists: "
+    message = (message + report.message)[:MAX_MESSAGE]
+    if current is None or current.status != "True" or current.message != message:
+        d.event(EventReason.CONFIGURATION_ERROR, message, "Warning")
+    d.set_condition(CONDITION, True, MISSING_OBJECT, message)
+    d.creation_refused = True  # not again in this plan: in RETRY_SECONDS
+    d.requeue_at(d.now + timedelta(seconds=RETRY_SECONDS))
+    return not d.status.current.launched
+
+
+def refused(d: Decision, config: PlannerConfig) -> bool:
+    """A child refused as Invalid for this spec: ConfigurationError, and no more creating."""
+    if waiting_for_object(d):
+        return True
+    report = d.observed.refused
+    if report is not None and report.lasting and report.generation == d.generation:
         message = f"the API server refused {report.kind} {report.name}: {report.message}"
         message = message[:MAX_MESSAGE]
         current = d.condition(CONDITION)

@@ -9,6 +9,36 @@ from phalanx.operator.planner import elastic
 from phalanx.operator.planner.actions import CreateStandbyPod
 from phalanx.operator.planner.config import PlannerConfig, seconds
 from phalanx.operator.planner.decision import Decision
+from phalanx.operator.planner.observed import PodView
+
+MAX_SCHEDULER_WORDS = 1024
+"""At most this much of the scheduler's message goes into a condition (it lists every node)."""
+
+
+def scheduler_reason(pending: list[PodView]) -> str:
+    """The scheduler's own reason for the lowest-ranked pod it cannot place, and how many more."""
+    first = min(pending, key=lambda p: p.rank)
+    others = f" (and {len(pending) - 1} more pods)" if len(pending) > 1 else ""
+    return f"pod {first.name}{others}: {first.unschedulable}"[:MAX_SCHEDULER_WORDS]
+
+
+def unschedulable(d: Decision, _: PlannerConfig) -> bool:
+    """The epoch's pods the scheduler cannot place: the Unschedulable condition gives its reason
+    at once (a missing claim, too little nvidia.com/gpu, a taint), while `shrink` waits
+    scheduleTimeoutSeconds before it acts; cleared once none is left unplaced."""
+    pods = d.observed.node_pods(d.status.epoch).values()
+    refused = [p for p in pods if not p.scheduled and p.unschedulable and not p.deleting]
+    current = d.condition(ConditionType.UNSCHEDULABLE)
+    if not refused:
+        d.clear_condition(ConditionType.UNSCHEDULABLE, ConditionReason.SCHEDULED)
+    elif current is None or current.status != "True" or current.reason != SHRINK_REFUSED:
+        reason = ConditionReason.POD_UNSCHEDULABLE
+        d.set_condition(ConditionType.UNSCHEDULABLE, True, reason, scheduler_reason(refused))
+    return False
+
+
+SHRINK_REFUSED = ConditionReason.INSUFFICIENT_CAPACITY
+"""Unschedulable's reason once scheduleTimeoutSeconds passed and too few pods could be placed."""
 
 
 def shrink(d: Decision, _: PlannerConfig) -> bool:
@@ -31,9 +61,9 @@ def shrink(d: Decision, _: PlannerConfig) -> bool:
             f"only {scheduled} of {d.status.nodes} node pods could be scheduled; "
             f"{elastic.floor_reason(d.spec)}"
         )
-        d.set_condition(
-            ConditionType.UNSCHEDULABLE, True, ConditionReason.INSUFFICIENT_CAPACITY, message
-        )
+        if refused := [p for p in pending if p.unschedulable]:
+            message += f"; {scheduler_reason(refused)}"
+        d.set_condition(ConditionType.UNSCHEDULABLE, True, SHRINK_REFUSED, message)
         return True
     d.status.recovering_since = d.status.recovering_since or started
     d.start_epoch(nodes, reason=EpochReason.SHRINK)
@@ -57,7 +87,6 @@ def runs_agents(d: Decision) -> bool:
 def resize(d: Decision, config: PlannerConfig) -> bool:
     """Follow the desired size: shrink at once when scaled down; keep a standby pod per node
     the job lacks and per hot spare (spec.spares); grow when standbys schedule."""
-    d.clear_condition(ConditionType.UNSCHEDULABLE, ConditionReason.SCHEDULED)
     target = elastic.target_size(d.spec)
     current = d.status.nodes
     standbys = d.observed.standby_pods(d.status.epoch)
