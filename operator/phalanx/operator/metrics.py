@@ -96,6 +96,24 @@ class OperatorMetrics:
             "(then goodput and recovery to the first step are not measured)", labels,
             registry=self.registry,
         )  # fmt: skip
+        self.step = Gauge(
+            "phalanx_training_step", "The job's last optimizer step its program reported",
+            labels, registry=self.registry,
+        )  # fmt: skip
+        self.samples_per_second = Gauge(
+            "phalanx_training_samples_per_second",
+            "The job's throughput over its program's last heartbeat", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self.loss = Gauge(
+            "phalanx_training_loss", "The training loss at the job's last reported step", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self.eta = Gauge(
+            "phalanx_training_eta_timestamp_seconds",
+            "When the job is expected to reach its total steps (Unix time; failures to come "
+            "are not in it)", labels, registry=self.registry,
+        )  # fmt: skip
         self.spares = Gauge(
             "phalanx_spares", "Hot spares ready to take a failed node's rank", labels,
             registry=self.registry,
@@ -134,6 +152,7 @@ class OperatorMetrics:
         else:  # not measured (a program that reports no steps): no series, not a stale one
             with contextlib.suppress(KeyError):
                 self.goodput.remove(namespace, job)
+        self._progress(namespace, job, new)
         reported = next(
             (c for c in new.conditions if c.type == ConditionType.PROGRESS_REPORTED), None
         )
@@ -141,10 +160,29 @@ class OperatorMetrics:
             self.progress_reported.labels(namespace, job).set(int(reported.status == "True"))
         self._jobs.set((namespace, job), new.phase)
 
+    def _progress(self, namespace: str, job: str, status: TrainingJobStatus) -> None:
+        """The program's reported step, throughput, loss and ETA; a figure it does not report
+        has no series (not a stale or a made-up one)."""
+        progress = status.progress
+        eta = None if progress is None or progress.eta is None else progress.eta.timestamp()
+        figures = (
+            (self.step, None if progress is None else progress.step),
+            (self.samples_per_second, None if progress is None else progress.samples_per_second),
+            (self.loss, None if progress is None else progress.loss),
+            (self.eta, eta),
+        )
+        for gauge, value in figures:
+            if value is None:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(namespace, job)
+            else:
+                gauge.labels(namespace, job).set(value)
+
     def forget(self, namespace: str, job: str) -> None:
         """A job is gone: drop its series."""
         self._jobs.set((namespace, job), None)
-        gauges = (self.world_size, self.goodput, self.spares, self.lost, self.progress_reported)
+        gauges = (self.world_size, self.goodput, self.spares, self.lost, self.progress_reported,
+                  self.step, self.samples_per_second, self.loss, self.eta)  # fmt: skip
         for metric in gauges:
             with contextlib.suppress(KeyError):
                 metric.remove(namespace, job)
