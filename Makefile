@@ -78,6 +78,23 @@ test: $(SETUP) binaries browser ## Set up if needed, then run every test (unit +
 test-unit: $(SETUP) ## Run the tests that need no API server
 	$(PYTHON) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
+# The resume library's tests (not the reference trainer's, which ships with its image's torch),
+# with the oldest torch it supports. torch 2.9's own DCP writer warns that TypedStorage is
+# deprecated (filesystem.py); that warning is torch's, not ours, so it is not an error here.
+FLOOR_TESTS := tests/unit/test_torch_floor.py tests/unit/test_checkpoint_cadence.py \
+	tests/unit/test_snapshot_cadence.py tests/trainer/test_checkpoint.py \
+	tests/trainer/test_checkpoint_failing.py tests/trainer/test_checkpoint_from_snapshot.py \
+	tests/trainer/test_memory_agreement.py tests/trainer/test_memory_snapshots.py \
+	tests/trainer/test_save_reporting.py tests/trainer/test_snapshot_budget.py \
+	tests/trainer/test_snapshot_plan.py tests/trainer/test_snapshot_prepare.py \
+	tests/trainer/test_snapshot_state.py tests/local/test_resume_library.py
+
+.PHONY: test-torch-floor
+test-torch-floor: venv-torch-floor ## Run the resume library's tests with the oldest torch it supports
+	$(FLOOR_VENV)/bin/python -c 'import torch; print("torch", torch.__version__)'
+	$(FLOOR_VENV)/bin/python -m pytest $(FLOOR_TESTS) \
+		-W "ignore:TypedStorage is deprecated:UserWarning" $(PYTEST_ARGS)
+
 .PHONY: test-gpu
 test-gpu: $(SETUP) ## Run the checks that need a CUDA device (tests/gpu), where there is one
 	$(PYTHON) -m pytest tests/gpu -m gpu $(PYTEST_ARGS)
