@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import KindCluster, record
+from tests.e2e.cluster import KindCluster, for_kind, record
 from tests.e2e.jobs import training_job
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,7 @@ def job(name: str, *, pod: dict[str, Any] | None = None, **container: Any) -> di
     template = manifest["spec"]["template"]["spec"]
     template.update(pod or {})
     template["containers"][0].update(container)
-    return manifest
+    return for_kind(manifest)
 
 
 def named(kind: KindCluster, namespace: str, manifest: dict[str, Any], kind_: str,
