@@ -4,7 +4,7 @@ stated here, once, for both the API server and Python (see `phalanx.models.rules
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
@@ -65,6 +65,12 @@ class Parallelism(SpecModel):
     """Pipeline-parallel degree."""
 
 
+CHECKPOINT_URL_PATTERN: Final = (
+    r"^(?:(?:s3|gs|gcs)://[a-z0-9][a-z0-9._-]{1,221}(?:/\S*)?|file:///\S+)$"
+)
+"""A checkpoint URL Phalanx can resume from: an S3 or GCS bucket (and prefix), or a file path."""
+
+
 class Checkpoint(SpecModel):
     """Where and how often the job saves sharded checkpoints it can resume from. The location
     goes to every pod (PHALANX_CHECKPOINT_DIR or _URL); the cadence and retention reach the
@@ -86,9 +92,17 @@ class Checkpoint(SpecModel):
     PHALANX_CHECKPOINT_DIR on every pod (`$(PHALANX_CHECKPOINT_DIR)` in a command).
     Reaches: every program."""
 
-    url: Annotated[str | None, Field(min_length=1, max_length=MAX_PATH)] = None
-    """fsspec URL of the checkpoint location, e.g. s3://bucket/job: PHALANX_CHECKPOINT_URL on
-    every pod. Reaches: every program."""
+    url: Annotated[
+        str | None, Field(min_length=1, max_length=MAX_PATH, pattern=CHECKPOINT_URL_PATTERN)
+    ] = None
+    """fsspec URL of the checkpoint location: s3://bucket/prefix (S3 and S3-compatible stores,
+    through s3fs), gs://bucket/prefix (Google Cloud Storage, through gcsfs), or file:///path.
+    PHALANX_CHECKPOINT_URL on every pod. Phalanx's image has both filesystems; a job whose own
+    image lacks the one its URL needs is told so by its CheckpointStorage condition before it
+    trains. Credentials reach the pods the ecosystem's way: env from a Secret
+    (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for an S3-compatible store;
+    GOOGLE_APPLICATION_CREDENTIALS) or the pod's service account's workload identity.
+    Reaches: every program."""
 
     interval_steps: Annotated[int, Field(ge=1)] = 100
     """Save every this many training steps."""
