@@ -9,7 +9,7 @@
 # The kind suite also asks for kubelet, kubeadm, kube-scheduler and kube-proxy (its node image).
 #
 # Usage: k8s-binaries.sh [--print-dir] [BINARY ...]
-#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd promtool kubelet kubeadm
+#   BINARY is any of: kube-apiserver kube-controller-manager kubectl etcd promtool prometheus kubelet kubeadm
 #   kube-scheduler kube-proxy (default: the first five, what `make test` needs).
 #   --print-dir  only print the cache directory the binaries live in.
 # Env:
@@ -120,21 +120,22 @@ GO
   log "built etcd in $((SECONDS - start)) s"
 }
 
-# promtool: `go install pkg@version` refuses modules whose go.mod has replace directives, and
-# Prometheus's has one, so build from a throw-away module that copies them.
-build_promtool() {
-  local dir="$CACHE_ROOT/prometheus/$PROMETHEUS_VERSION"
-  if [[ -x $dir/bin/promtool ]]; then
-    log "promtool $PROMETHEUS_VERSION: cached"
+# promtool and prometheus: `go install pkg@version` refuses modules whose go.mod has replace
+# directives, and Prometheus's has one, so build from a throw-away module that copies them.
+# prometheus (the server, for the kind suite's scrape test) shares the module and most packages.
+build_prometheus_cmd() { # build_prometheus_cmd promtool|prometheus
+  local cmd=$1 dir="$CACHE_ROOT/prometheus/$PROMETHEUS_VERSION"
+  if [[ -x $dir/bin/$cmd ]]; then
+    log "$cmd $PROMETHEUS_VERSION: cached"
   else
-    log "building promtool $PROMETHEUS_VERSION (first time: a few minutes)"
-    local start=$SECONDS mod="$dir/module" gomod
+    log "building $cmd $PROMETHEUS_VERSION (first time: a few minutes)"
+    local start=$SECONDS mod="$dir/module-$cmd" gomod
     rm -rf "$mod" && mkdir -p "$mod" "$dir/bin"
     gomod=$(cd "$mod" && GOFLAGS=-mod=mod go mod download -json \
       "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
       | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
     {
-      echo "module phalanxpromtool"
+      echo "module phalanx$cmd"
       echo
       grep -E '^go [0-9]' "$gomod" | head -n1
       echo
@@ -142,14 +143,14 @@ build_promtool() {
       echo
       grep -E '^replace ' "$gomod" || true
     } >"$mod/go.mod"
-    (cd "$mod" && GOFLAGS=-mod=mod go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
-      && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$dir/bin/promtool.tmp" \
-        github.com/prometheus/prometheus/cmd/promtool)
-    mv "$dir/bin/promtool.tmp" "$dir/bin/promtool"
-    log "built promtool in $((SECONDS - start)) s"
+    (cd "$mod" && GOFLAGS=-mod=mod go get "github.com/prometheus/prometheus/cmd/$cmd@$PROMETHEUS_VERSION" \
+      && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$dir/bin/$cmd.tmp" \
+        "github.com/prometheus/prometheus/cmd/$cmd")
+    mv "$dir/bin/$cmd.tmp" "$dir/bin/$cmd"
+    log "built $cmd in $((SECONDS - start)) s"
   fi
   mkdir -p "$BIN_DIR"
-  ln -sf "$dir/bin/promtool" "$BIN_DIR/promtool"
+  ln -sf "$dir/bin/$cmd" "$BIN_DIR/$cmd"
 }
 
 targets=("$@")
@@ -162,8 +163,8 @@ for t in "${targets[@]}"; do
     kubectl) build_k8s kubectl k8s.io/kubernetes/cmd/kubectl ;;
     kubelet|kubeadm|kube-scheduler|kube-proxy) build_k8s "$t" "k8s.io/kubernetes/cmd/$t" ;;
     etcd) build_etcd ;;
-    promtool) build_promtool ;;
-    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd promtool kubelet kubeadm kube-scheduler kube-proxy)"; exit 2 ;;
+    promtool|prometheus) build_prometheus_cmd "$t" ;;
+    *) log "unknown binary: $t (known: kube-apiserver kube-controller-manager kubectl etcd promtool prometheus kubelet kubeadm kube-scheduler kube-proxy)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

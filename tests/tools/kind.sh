@@ -18,6 +18,7 @@
 #   export-logs DIR                         `kind export logs` into DIR
 #   kueue                                   install Kueue's controller (pinned Go module) on it
 #   gang-scheduler                          install the TEST-ONLY gang scheduler and PodGroup CRD
+#   prometheus                              build Prometheus (Go module), load its image; print its name
 #
 # --node-image IMAGE (or PHALANX_KIND_NODE_IMAGE) uses a published node image such as
 # kindest/node:v1.33.4 with kind's default CNI. Without it, `up` tries to pull the published
@@ -419,6 +420,27 @@ install_gang_scheduler() {
     deployment/phalanx-gang-scheduler --timeout=300s >/dev/null
 }
 
+# --- Prometheus (TEST-ONLY) -------------------------------------------------------------------
+
+# A real Prometheus server, built from its Go module like promtool (k8s-binaries.sh prometheus),
+# as an image loaded into kind; prints the image's name. tests/e2e/test_monitoring.py runs it
+# with the scrape configuration the Prometheus Operator makes of the chart's ServiceMonitor.
+load_prometheus() {
+  local dir bin image
+  bin=$(bash "$ROOT/tests/tools/k8s-binaries.sh" prometheus)/prometheus
+  image="phalanx/prometheus:$(basename "$(dirname "$(dirname "$(readlink "$bin")")")")"
+  if ! image_exists "$image"; then
+    dir=$(mktemp -d)
+    install -D -m 0755 "$(readlink -f "$bin")" "$dir/bin/prometheus"
+    mkdir -p "$dir/prometheus" && chmod 0777 "$dir/prometheus"
+    tar -C "$dir" -c . | docker import -c 'ENTRYPOINT ["/bin/prometheus"]' \
+      -c 'USER 65534:65534' - "$image" >/dev/null
+    rm -rf "$dir"
+  fi
+  timed "kind load (prometheus)" "$KIND" load docker-image --name "$NAME" "$image" >/dev/null
+  echo "$image"
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -432,5 +454,6 @@ case $cmd in
   export-logs) "$KIND" export logs "${1:?directory}" --name "$NAME" ;;
   kueue) install_kueue ;;
   gang-scheduler) install_gang_scheduler ;;
+  prometheus) load_prometheus ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
