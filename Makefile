@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
-EXTRAS ?= operator,trainer,cli,api
+EXTRAS ?= operator,trainer,storage,cli,api
 PYTEST_ARGS ?=
 SETUP ?= venv# prerequisite of the targets that run Python; `make SETUP= ...` skips it
 

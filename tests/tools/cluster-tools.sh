@@ -9,6 +9,7 @@
 #
 # Usage: cluster-tools.sh [--print-dir] [TOOL ...]
 #   TOOL is any of: helm helm-unittest kind coredns kwok training-operator kueue gang-scheduler
+#   versitygw
 #   (default: helm helm-unittest kind).
 #   --print-dir  only print the bin directory.
 # Env:
@@ -20,6 +21,8 @@
 #   PHALANX_KWOK_VERSION    sigs.k8s.io/kwok version (default v0.7.0)
 #   PHALANX_TRAINING_OPERATOR_VERSION  github.com/kubeflow/training-operator version (default v1.8.1)
 #   PHALANX_KUEUE_VERSION   sigs.k8s.io/kueue version (default v0.17.0)
+#   PHALANX_VERSITYGW_VERSION  github.com/versity/versitygw version (default v1.8.0): the kind
+#                           suite's S3 server (an S3 gateway to a POSIX folder, tests/e2e/test_object_storage.py)
 # After it: helm is `$BIN/helm`; its plugins live in `$CACHE/helm/plugins` (export HELM_PLUGINS).
 set -euo pipefail
 
@@ -30,6 +33,7 @@ COREDNS_VERSION=${PHALANX_COREDNS_VERSION:-v1.14.7}
 KWOK_VERSION=${PHALANX_KWOK_VERSION:-v0.7.0}
 TRAINING_OPERATOR_VERSION=${PHALANX_TRAINING_OPERATOR_VERSION:-v1.8.1}
 KUEUE_VERSION=${PHALANX_KUEUE_VERSION:-v0.17.0}
+VERSITYGW_VERSION=${PHALANX_VERSITYGW_VERSION:-v1.8.0}
 K8S_VERSION=${PHALANX_K8S_VERSION:-v1.33.13}
 CACHE_ROOT=${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -213,6 +217,16 @@ build_gang_scheduler() {
   ln -sf "$(basename "$out")" "$BIN_DIR/gang-scheduler"
 }
 
+build_versitygw() {
+  if [[ -x $BIN_DIR/versitygw-$VERSITYGW_VERSION ]]; then
+    log "versitygw $VERSITYGW_VERSION: cached"
+  else
+    go_build versitygw "github.com/versity/versitygw@$VERSITYGW_VERSION" \
+      github.com/versity/versitygw/cmd/versitygw "$BIN_DIR/versitygw-$VERSITYGW_VERSION"
+  fi
+  ln -sf "versitygw-$VERSITYGW_VERSION" "$BIN_DIR/versitygw"
+}
+
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(helm helm-unittest kind)
 for t in "${targets[@]}"; do
@@ -225,7 +239,8 @@ for t in "${targets[@]}"; do
     training-operator) build_training_operator ;;
     kueue) build_kueue ;;
     gang-scheduler) build_gang_scheduler ;;
-    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator kueue gang-scheduler)"; exit 2 ;;
+    versitygw) build_versitygw ;;
+    *) log "unknown tool: $t (known: helm helm-unittest kind coredns kwok training-operator kueue gang-scheduler versitygw)"; exit 2 ;;
   esac
 done
 echo "$BIN_DIR"

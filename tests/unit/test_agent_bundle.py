@@ -125,3 +125,21 @@ def test_the_zipapp_runs_on_python_3_9_and_later(tmp_path: Path) -> None:
             capture_output=True, text=True,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_image_without_its_checkpoint_urls_filesystem_stops_before_training(
+    zipapp: Path, tmp_path: Path
+) -> None:
+    """An image's python3 without s3fs (and fsspec): the pod stops at once, naming the field
+    and the modules, before any worker starts (the workers' command would leave a mark)."""
+    mark = tmp_path / "a-worker-ran"
+    done = subprocess.run(
+        [*BARE, str(zipapp), "sh", "-c", f"touch {mark}"],
+        env={**pod_env(1, tmp_path), env.PHALANX_CHECKPOINT_URL: "s3://team-a/llama"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == exits.STORAGE_UNAVAILABLE, done.stderr
+    reason = (tmp_path / "termination-log").read_text()
+    assert reason.startswith("spec.checkpoint.url s3://team-a/llama needs the Python modules ")
+    assert "fsspec and s3fs" in reason
+    assert not mark.exists()

@@ -150,6 +150,9 @@ class FailureReason(StrEnum):
     AGENT_CANNOT_RUN = "AgentCannotRun"
     """The agent injected into the pod could not run in its image (no Python there to run it,
     or one older than 3.9). Not counted against a budget: the job goes on without it."""
+    CHECKPOINT_STORAGE_UNAVAILABLE = "CheckpointStorageUnavailable"
+    """The pod's image lacks the Python module spec.checkpoint.url's filesystem needs (exit 80):
+    a configuration error, named before the job trains; no restart."""
     RETRYABLE_EXIT_CODE = "RetryableExitCode"
     POD_DELETED = "PodDeleted"
     NODE_NOT_READY = "NodeNotReady"

@@ -30,6 +30,10 @@ job's command without it."""
 STOPPED: Final = 79
 """A worker stayed stopped (SIGSTOP: a frozen process) past the hang timeout: found by its agent
 in the process table, for any program, whether it reports steps or not."""
+STORAGE_UNAVAILABLE: Final = 80
+"""The image lacks the Python module its checkpoint URL's filesystem needs (s3fs for s3://,
+gcsfs for gs://): found by the agent before any worker starts; a configuration error, no
+restart."""
 SIGNAL_BASE: Final = 128
 """128 + N: the process was killed by signal N (SIGKILL = 137, SIGTERM = 143)."""
 

@@ -94,3 +94,18 @@ def test_a_missing_service_account_is_named_and_tried_again_until_it_exists() ->
     assert len(creates(plan)) == 4
     j, _ = step(j, Observed(pods=tuple(pods(1, 4, phase="Pending"))), at(4 + 2 * RETRY_SECONDS))
     assert condition(j, "ConfigurationError") == ("False", "Resolved", "")
+
+
+def test_an_image_without_its_checkpoint_filesystem_is_a_configuration_error() -> None:
+    reason = "spec.checkpoint.url s3://team-a/llama needs the Python module s3fs, which ..."
+    failed = tuple(
+        p.but(exit_code=80, terminated_reason="Error", message=reason)
+        for p in pods(1, 4, phase="Failed")
+    )
+    j, plan = step(started(), Observed(pods=failed), at(5))
+    status, kind, message = condition(j, "ConfigurationError") or ("", "", "")
+    assert (status, kind) == ("True", "CheckpointStorageUnavailable")
+    assert message == f"pod j-1-0: CheckpointStorageUnavailable: {reason}"
+    assert j.status is not None
+    assert j.status.restarts.total == 0, "no restart spent"
+    assert creates(plan) == []

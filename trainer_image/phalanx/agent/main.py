@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from phalanx.agent import lifeline, torchrun
+from phalanx.agent import lifeline, storage, torchrun
 from phalanx.agent.channel import Assignments, FileAssignments, FileReports, Reports
 from phalanx.agent.epoch_env import epoch_env, static_assignment
 from phalanx.agent.kubeapi import KubeError
@@ -387,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         # Started by `phalanx run`: die with it, even SIGKILLed (not in a pod: PID 1 there).
         lifeline.die_with_parent()
         lifeline.exit_if_gone(int(parent))
+    if problem := storage.unavailable(os.environ.get(contract.PHALANX_CHECKPOINT_URL)):
+        print(f"phalanx-agent: {problem}", file=sys.stderr, flush=True)
+        write_termination_message(problem)
+        return exits.STORAGE_UNAVAILABLE
     command = (argv if argv is not None else sys.argv[1:]) or REFERENCE_TRAINER
     return build(torchrun.unwrap(command)).run()
 

@@ -4,7 +4,9 @@ by default, keep the last K, resume from the newest *valid* one, resharded to th
 A directory is valid only when its `.metadata` exists: DCP writes it last, atomically (a temporary
 file renamed), after every rank's shards. Partial or corrupt directories are skipped with a
 warning and the previous valid one is used; all ranks agree on which one loaded. The newest valid
-checkpoint is never deleted. Works on a local or shared directory and on an fsspec URL.
+checkpoint is never deleted. Works on a local or shared directory and on an fsspec URL (an object
+store: s3:// through s3fs, gs:// through gcsfs), where the same rule holds: an object exists only
+once its upload completed, and `.metadata` is uploaded after every shard.
 
 An async save first stages the state into host memory (`devices.stager`: on a GPU, pinned
 buffers filled by non-blocking copies on a stream of their own, in a background thread), then
@@ -99,6 +101,9 @@ class CheckpointManager:
         return sorted(steps, reverse=True)
 
     def _step_dirs(self) -> list[int]:
+        # Other ranks and other epochs' processes write here: an object store's filesystem
+        # (s3fs, gcsfs) would answer from the listings it cached.
+        self.fs.invalidate_cache(self.root)
         if not self.fs.exists(self.root):
             return []
         names = (
@@ -249,7 +254,11 @@ class CheckpointManager:
         return list(box[0])
 
     def _writer(self, path: str) -> Any:
-        return FsspecWriter(self.location_for(path)) if self.is_url else FileSystemWriter(path)
+        # An object store has no fsync: an object is there, whole, once its upload completes
+        # (the writer's close), and DCP writes `.metadata` after every shard's.
+        if self.is_url:
+            return FsspecWriter(self.location_for(path), sync_files=False)
+        return FileSystemWriter(path)
 
     def _reader(self, path: str) -> Any:
         return FsspecReader(self.location_for(path)) if self.is_url else FileSystemReader(path)
