@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.controlplane import free_port
 from tests.support.local import ROOT, phalanx
 
 SCRIPT = ROOT / "tests" / "scripts" / "elastic_env.py"
@@ -37,13 +37,6 @@ DIFFER = {
     "TORCHELASTIC_SIGNALS_TO_HANDLE": "the signals each launcher passes on to its workers",
 }
 """The variables whose values differ by design, and why; every other one must be equal."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def environments(out: Path) -> dict[tuple[int, int], dict[str, str]]:

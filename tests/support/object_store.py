@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.controlplane import wait_until
+from tests.support.controlplane import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "phalanx-test"
@@ -51,13 +51,6 @@ class ObjectStore:
         }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _answers(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
@@ -68,7 +61,7 @@ def _answers(port: int) -> bool:
 def running_object_store(folder: Path) -> Iterator[ObjectStore]:
     """versitygw serving `folder` on a free loopback port until the block ends."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [str(versitygw()), "--port", f"127.0.0.1:{port}", "posix", str(folder)],
         env={**os.environ, "ROOT_ACCESS_KEY": ACCESS_KEY, "ROOT_SECRET_KEY": SECRET_KEY},
