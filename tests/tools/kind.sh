@@ -19,6 +19,7 @@
 #   kueue                                   install Kueue's controller (pinned Go module) on it
 #   gang-scheduler                          install the TEST-ONLY gang scheduler and PodGroup CRD
 #   prometheus                              build Prometheus (Go module), load its image; print its name
+#   object-store                            build versitygw (an S3 server), load its image; print its name
 #
 # --node-image IMAGE (or PHALANX_KIND_NODE_IMAGE) uses a published node image such as
 # kindest/node:v1.33.4 with kind's default CNI. Without it, `up` tries to pull the published
@@ -441,6 +442,24 @@ load_prometheus() {
   echo "$image"
 }
 
+# --- S3 server (TEST-ONLY) --------------------------------------------------------------------
+
+# versitygw, an S3 gateway over a folder, built from its Go module (cluster-tools.sh versitygw),
+# as an image loaded into kind; prints the image's name (tests/e2e/test_object_storage.py).
+load_object_store() {
+  local dir bin image
+  bin=$(bash "$ROOT/tests/tools/cluster-tools.sh" versitygw)/versitygw
+  image="phalanx/versitygw:$(readlink "$bin" | sed 's/^versitygw-//')"
+  if ! image_exists "$image"; then
+    dir=$(mktemp -d)
+    install -D -m 0755 "$(readlink -f "$bin")" "$dir/bin/versitygw"
+    tar -C "$dir" -c . | docker import -c 'ENTRYPOINT ["/bin/versitygw"]' - "$image" >/dev/null
+    rm -rf "$dir"
+  fi
+  timed "kind load (versitygw)" "$KIND" load docker-image --name "$NAME" "$image" >/dev/null
+  echo "$image"
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -455,5 +474,6 @@ case $cmd in
   kueue) install_kueue ;;
   gang-scheduler) install_gang_scheduler ;;
   prometheus) load_prometheus ;;
+  object-store) load_object_store ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac

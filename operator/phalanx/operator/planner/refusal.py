@@ -58,7 +58,7 @@ def waiting_for_object(d: Decision) -> bool:
     return not d.status.current.launched
 
 
-def refused(d: Decision, config: PlannerConfig) -> bool:
+def refused(d: Decision, _: PlannerConfig) -> bool:
     """A child refused as Invalid for this spec: ConfigurationError, and no more creating."""
     if waiting_for_object(d):
         return True

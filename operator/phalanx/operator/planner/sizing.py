@@ -11,6 +11,8 @@ from phalanx.operator.planner.config import PlannerConfig, seconds
 from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.observed import PodView
 
+SHRINK_REFUSED = ConditionReason.INSUFFICIENT_CAPACITY
+"""Unschedulable's reason once scheduleTimeoutSeconds passed and too few pods could be placed."""
 MAX_SCHEDULER_WORDS = 1024
 """At most this much of the scheduler's message goes into a condition (it lists every node)."""
 
@@ -35,10 +37,6 @@ def unschedulable(d: Decision, _: PlannerConfig) -> bool:
         reason = ConditionReason.POD_UNSCHEDULABLE
         d.set_condition(ConditionType.UNSCHEDULABLE, True, reason, scheduler_reason(refused))
     return False
-
-
-SHRINK_REFUSED = ConditionReason.INSUFFICIENT_CAPACITY
-"""Unschedulable's reason once scheduleTimeoutSeconds passed and too few pods could be placed."""
 
 
 def shrink(d: Decision, _: PlannerConfig) -> bool:
