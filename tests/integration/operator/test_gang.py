@@ -50,6 +50,11 @@ def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> 
             "PHALANX_CHECKPOINT_INTERVAL_STEPS": "100",
             "PHALANX_CHECKPOINT_KEEP": "3",
             "PHALANX_CHECKPOINT_ASYNC": "true", env.TORCH_NCCL_ASYNC_ERROR_HANDLING: "1",
+            # torchrun's worker contract, for what is the same on every pod: the job's uid as
+            # the run id, maxRestarts' default, the first epoch's restart count
+            env.ROLE_NAME: "default", env.TORCHELASTIC_RUN_ID: uid,
+            env.TORCHELASTIC_MAX_RESTARTS: "3", env.TORCHELASTIC_RESTART_COUNT: "0",
+            env.TORCHELASTIC_USE_AGENT_STORE: "False",
             "PHALANX_CHECKPOINT_MEMORY_INTERVAL_STEPS": "10",
             "PHALANX_CHECKPOINT_MEMORY_OVERHEAD_PERCENT": "1",
             # spec.trainer unset: its documented defaults, not the trainer's own
