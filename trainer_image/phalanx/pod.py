@@ -132,3 +132,12 @@ class PodEnv:
     def worker_env(self, local_rank: int) -> dict[str, str]:
         """The per-worker variables the agent adds for local worker `local_rank`."""
         return env.worker(self.node_rank, self.nnodes, self.nproc_per_node, local_rank)
+
+    def launcher_env(self, values: Mapping[str, str]) -> dict[str, str]:
+        """What the agent, as the pod's launcher, adds for all its workers, as torchrun does:
+        the signals it passes on, and OMP_NUM_THREADS=1 with several workers unless `values`
+        (the pod's env) sets it."""
+        added = {env.TORCHELASTIC_SIGNALS_TO_HANDLE: env.AGENT_SIGNALS}
+        if self.nproc_per_node > 1 and env.OMP_NUM_THREADS not in values:
+            added[env.OMP_NUM_THREADS] = "1"
+        return added

@@ -37,13 +37,7 @@ from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.agent.liveness import Liveness, Renewals, tracks_phases
 from phalanx.agent.peers import Epoch, PeerWatch
 from phalanx.agent.sinks import FileSink, HeartbeatSink, LeaseSink, read_heartbeat
-from phalanx.agent.supervisor import (
-    POLL_SECONDS,
-    STOPPED_SECONDS,
-    Outcome,
-    Supervisor,
-    torchelastic_error_file,
-)
+from phalanx.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor
 from phalanx.agent.warm import Launcher
 from phalanx.agent.wire import Assignment, Report
 from phalanx.models import env as contract
@@ -224,9 +218,6 @@ class Agent:
             path.unlink(missing_ok=True)
         liveness = Liveness(phase_files, tracks_phases(self.launcher.argv), period)
         self.renewals.follow(assignment.epoch, liveness, datetime.now(UTC))
-        threads = {} if contract.OMP_NUM_THREADS in env or pod.nproc_per_node == 1 else {
-            contract.OMP_NUM_THREADS: "1"  # torchrun's default for several workers a node
-        }  # fmt: skip
         pairs = zip(worker_envs, phase_files)  # noqa: B905 (strict= is Python 3.10+; equal lengths)
         for local_rank, (worker_env, phase_file) in enumerate(pairs):
             rank = int(worker_env[contract.RANK])
@@ -234,11 +225,8 @@ class Agent:
             supervisor.spawn(
                 {
                     **env,
-                    **threads,
+                    **pod.launcher_env(env),
                     **worker_env,
-                    contract.PHALANX_WORKER_ERROR_FILE: str(error_file),
-                    contract.TORCHELASTIC_ERROR_FILE: str(torchelastic_error_file(error_file)),
-                    contract.TORCHELASTIC_SIGNALS_TO_HANDLE: contract.AGENT_SIGNALS,
                     contract.PHALANX_PROGRESS_FILE: str(progress),
                     contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
                     contract.PHALANX_PHASE_FILE: str(phase_file),

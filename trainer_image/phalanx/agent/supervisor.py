@@ -14,6 +14,7 @@ from pathlib import Path
 from phalanx.agent import oom
 from phalanx.agent.warm import Launcher, WorkerProcess, signal_worker
 from phalanx.models import env, exits
+from phalanx.models.env import PHALANX_WORKER_ERROR_FILE, TORCHELASTIC_ERROR_FILE
 
 POLL_SECONDS = 0.05
 STOPPED_SECONDS = env.STOPPED_WORKER_SECONDS
@@ -100,10 +101,15 @@ class Supervisor:
     """The pod's OOM kill count when the gang started (`phalanx.agent.oom`)."""
 
     def spawn(self, env: dict[str, str], local_rank: int, rank: int, error_file: Path) -> None:
+        """Start a worker that writes why it fails to `error_file` (Phalanx's library) or the
+        file beside it (torch's `@record`, as TORCHELASTIC_ERROR_FILE)."""
         if not self.workers:
             self._oom_kills = oom.oom_kills(self.oom_counters)
         error_file.unlink(missing_ok=True)
-        torchelastic_error_file(error_file).unlink(missing_ok=True)
+        recorded = torchelastic_error_file(error_file)
+        recorded.unlink(missing_ok=True)
+        env = {**env, PHALANX_WORKER_ERROR_FILE: str(error_file),
+               TORCHELASTIC_ERROR_FILE: str(recorded)}  # fmt: skip
         self.workers.append(Worker(local_rank, rank, self.launcher.spawn(env), error_file))
 
     def signal_all(self, signum: int) -> None:
