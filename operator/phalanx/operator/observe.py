@@ -104,11 +104,19 @@ def pod_view(pod: Body) -> PodView | None:
         else None,
         stop_deadline=_stop_deadline(meta, disruption if disrupted else None),
         waiting_reason=(waiting or {}).get("reason"),
-        unschedulable=scheduling.get("message") or scheduling.get("reason") or "Unschedulable"
-        if scheduling.get("status") == "False" and not spec.get("nodeName")
-        else None,
+        unschedulable=_unschedulable(scheduling, spec),
         message=(message or status.get("message") or None),
     )
+
+
+def _unschedulable(scheduling: Body, spec: Body) -> str | None:
+    """The scheduler's words for a pod it could not place (PodScheduled False); None for one
+    it placed, or one held back by a scheduling gate (not the scheduler's refusal)."""
+    if scheduling.get("status") != "False" or spec.get("nodeName"):
+        return None
+    if scheduling.get("reason") == "SchedulingGated":
+        return None
+    return str(scheduling.get("message") or scheduling.get("reason") or "Unschedulable")
 
 
 def _stop_deadline(meta: Body, disruption: Body | None) -> datetime | None:
