@@ -24,16 +24,20 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
 
 
+def named_within_10_s(cluster: Cluster, job: str, kind: str, words: str = "") -> dict[str, Any]:
+    """The job's condition `kind` once it is True and says `words` (10 s at the most)."""
+
+    def named(status: dict[str, Any]) -> bool:
+        found = condition(status, kind)
+        return found.get("status") == "True" and words in found.get("message", "")
+
+    return condition(cluster.wait_status(job, named, f"a {kind} condition", 10), kind)
+
+
 def test_a_misspelt_container_field_is_refused_and_named(cluster: Cluster) -> None:
     misspelt = {**CONTAINER, "resourcs": {"limits": {"nvidia.com/gpu": "8"}}}
     cluster.create_job("misspelt", template={"spec": {"containers": [misspelt]}})
-    status = cluster.wait_status(
-        "misspelt",
-        lambda s: condition(s, "ConfigurationError").get("status") == "True",
-        "a ConfigurationError condition",
-        timeout=10,
-    )
-    refused = condition(status, "ConfigurationError")
+    refused = named_within_10_s(cluster, "misspelt", "ConfigurationError")
     assert refused["reason"] == "RefusedByAPIServer"
     assert 'unknown field "spec.containers[0].resourcs"' in refused["message"], refused
     assert cluster.kubelet.pods("misspelt") == {}, "no pod runs without the field"
@@ -46,12 +50,7 @@ def test_an_unschedulable_pod_names_the_schedulers_reason_at_once(cluster: Clust
         cluster.kubelet.set_status(pod.metadata.name, {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
              "message": NO_CLAIM}]})  # fmt: skip
-    status = cluster.wait_status(
-        "no-claim",
-        lambda s: condition(s, "Unschedulable").get("status") == "True",
-        "an Unschedulable condition",
-        timeout=10,
-    )
-    unschedulable = condition(status, "Unschedulable")
+    # The kubelet here writes one pod at a time: the condition names one, then both.
+    unschedulable = named_within_10_s(cluster, "no-claim", "Unschedulable", "(and 1 more pods)")
     assert unschedulable["reason"] == "PodUnschedulable"
     assert unschedulable["message"] == f"pod no-claim-1-0 (and 1 more pods): {NO_CLAIM}"
