@@ -375,6 +375,19 @@ def first_step_after(log: Path, epoch: int) -> tuple[int, float] | None:
     return None
 
 
+def last_step_of(log: Path, epoch: int) -> float:
+    """The trainer's timestamp of the last training step of `epoch` in its step log: when a job
+    that stalls stopped training (the operator counts a Hang's recovery from there)."""
+    times = [
+        float(record["time"])
+        for record in map(json.loads, log.read_text().splitlines())
+        if record.get("epoch", 0) == epoch and "loss" in record
+    ]
+    if not times:
+        raise AssertionError(f"no training step of epoch {epoch} in {log}")
+    return max(times)
+
+
 def api_seconds(timestamp: str) -> float:
     """An API timestamp (a failure's, a condition's) in seconds since the epoch: the operator,
     the trainer and the tests share this machine's clock."""

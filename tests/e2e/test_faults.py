@@ -24,6 +24,7 @@ from tests.e2e.cluster import (
     KindCluster,
     first_step_after,
     for_kind,
+    last_step_of,
     record,
     wait_for,
 )
@@ -107,7 +108,11 @@ def test_a_fault_closes_ranks_resumes_from_a_checkpoint_and_completes(
                             "Succeeded", timeout=600)  # fmt: skip
     assert done["progress"]["step"] == steps
     if not node_lost:  # (growing back is a second restart, of its own kind)
-        _metrics_tell_the_recovery(kind, namespace, metrics_before, done, first_step - fault_at)
+        # A stalled rank leaves no process to find: the operator counts its recovery from the
+        # step that last moved (the in-flight step can still finish after the stall), not from
+        # the stall's injection; so does this measure.
+        stopped = last_step_of(log, epoch) if case == "rank-stalled-default" else fault_at
+        _metrics_tell_the_recovery(kind, namespace, metrics_before, done, first_step - stopped)
     reasons_seen = [e.reason for e in kind.events(namespace, JOB)]
     if node_lost:  # closing ranks is a restart at the size that runs (no Shrink event needed)
         assert "Grow" in reasons_seen, reasons_seen

@@ -45,6 +45,11 @@ from tests.e2e.jobs import training_job
 from tests.e2e.training import reference_losses, replace_a_pod, trained_and_resumed
 from tests.support.gang import check_exactly_once, trajectory
 
+# The first case also sets up Kueue (`kueue` below: its image built, loaded into every node and
+# rolled out, up to 900 s on a busy 2-core machine), within its test's time: pytest-timeout counts
+# a fixture's setup as the test's, and its 300 s ran out there in a full run.
+pytestmark = pytest.mark.timeout(900 + 900)
+
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 FLAVOR = "phalanx-e2e"
 LOCAL_QUEUE = "training"
