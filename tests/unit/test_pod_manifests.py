@@ -168,22 +168,21 @@ def test_the_checkpoint_cadence_reaches_the_reference_trainer() -> None:
 
 
 def test_pods_request_the_host_memory_their_memory_snapshots_hold() -> None:
-    """A 1 B-parameter fp32 DDP model: each pod holds two slots of weights and AdamW state
-    (12 bytes a parameter), 24 GB, added to the request, and to the limit the template set; a
-    cold standby holds the same capacity; with snapshots off nothing is added."""
+    """The planner's figure for the memory snapshots (its action's, `planner.memory`) is added to
+    the request, and to the limit the template set; a cold standby holds the same capacity;
+    with none nothing is added."""
     manifest = load_yaml(example_paths()[0])
     manifest["metadata"] |= {"namespace": "team", "uid": "u-1"}
-    manifest["spec"]["memory"] = {"model": {"parameters": 10**9, "layers": 24, "hidden": 2048,
-                                            "sequenceLength": 2048, "sharding": "ddp",
-                                            "precision": "fp32"}}  # fmt: skip
     container = manifest["spec"]["template"]["spec"]["containers"][0]
     container["resources"] = {"limits": {"memory": "64Gi"}}
     added = 2 * 12 * 10**9
 
     def memory(job: dict[str, object], **kind: bool) -> dict[str, str]:
         built = TrainingJob.model_validate(job)
-        pod = standby_pod(built, 1, 0, BuildSettings(), warm=kind["warm"]) if kind else node_pod(
-            built, 1, 0, 2, BuildSettings())  # fmt: skip
+        if kind:
+            pod = standby_pod(built, 1, 0, BuildSettings(), warm=kind["warm"], snapshot_bytes=added)
+        else:
+            pod = node_pod(built, 1, 0, 2, BuildSettings(), snapshot_bytes=added)
         resources = pod["spec"]["containers"][0]["resources"]
         return {group: resources[group]["memory"] for group in ("requests", "limits")}
 
@@ -193,11 +192,12 @@ def test_pods_request_the_host_memory_their_memory_snapshots_hold() -> None:
     )
     assert memory(manifest, warm=False) == memory(manifest), "a cold standby holds the same"
     container["resources"] = {"requests": {"memory": "8Gi"}}
-    built = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
+    built = node_pod(
+        TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings(), snapshot_bytes=added
+    )
     assert built["spec"]["containers"][0]["resources"] == {
         "requests": {"memory": f"{-(-(8 * 2**30 + added) // 2**20)}Mi"}
     }, "no limit is made up"
-    manifest["spec"]["checkpoint"]["memoryIntervalSteps"] = 0
     off = node_pod(TrainingJob.model_validate(manifest), 1, 0, 2, BuildSettings())
     assert off["spec"]["containers"][0]["resources"] == {"requests": {"memory": "8Gi"}}
 

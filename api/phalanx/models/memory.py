@@ -23,6 +23,10 @@ _UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
 }  # fmt: skip
 
+SHARED_MEMORY = "/dev/shm"
+"""Where a pod's memory snapshots live: the operator mounts host memory there (a Memory emptyDir),
+and the planner checks that a template's own volume there can hold them."""
+
 MemoryPrecision = Literal["fp32", "mixed"]
 """How the model's state is kept: `fp32` (weights, gradients and Adam's two moments in fp32: 4 +
 4 + 8 bytes a parameter) or `mixed` (16-bit weights and gradients, fp32 master weights and

@@ -147,16 +147,30 @@ class Executor:
     def _pod(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> Manifest:
         """The manifest of a pod the plan creates."""
         match action:
-            case CreateNodePod(
-                epoch=epoch, rank=rank, nodes=nodes, avoid_nodes=avoid, master=master, agent=agent
-            ):
+            case CreateNodePod() as pod:
                 return builder.node_pod(
-                    job, epoch, rank, nodes, self.build, avoid, uses_podgroup, master, agent
+                    job,
+                    pod.epoch,
+                    pod.rank,
+                    pod.nodes,
+                    self.build,
+                    pod.avoid_nodes,
+                    uses_podgroup,
+                    pod.master,
+                    pod.agent,
+                    pod.snapshot_bytes,
                 )
-            case CreateStandbyPod(
-                epoch=epoch, index=index, avoid_nodes=avoid, warm=warm, nodes=nodes
-            ):
-                return builder.standby_pod(job, epoch, index, self.build, avoid, warm, nodes)
+            case CreateStandbyPod() as pod:
+                return builder.standby_pod(
+                    job,
+                    pod.epoch,
+                    pod.index,
+                    self.build,
+                    pod.avoid_nodes,
+                    pod.warm,
+                    pod.nodes,
+                    pod.snapshot_bytes,
+                )
         raise TypeError(f"not a pod creation: {action!r}")
 
     def _waited(self, seconds: float) -> None:

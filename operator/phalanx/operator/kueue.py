@@ -44,8 +44,16 @@ class Workloads:
         """Create the job's Workload `wanted.name` if absent; else set its spec.active as
         wanted."""
         namespace, name = job.metadata.namespace or "", wanted.name
-        manifest = workload(job, wanted.count, wanted.min_count, wanted.active, self.build,
-                            self._priority(job), wanted.epoch)  # fmt: skip
+        manifest = workload(
+            job,
+            wanted.count,
+            wanted.min_count,
+            wanted.active,
+            self.build,
+            self._priority(job),
+            wanted.epoch,
+            wanted.snapshot_bytes,
+        )
         try:
             self.custom.create_namespaced_custom_object(
                 KUEUE_GROUP, KUEUE_VERSION, namespace, WORKLOAD_PLURAL, manifest

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from phalanx.models import TrainingJob
+from phalanx.models.labels import KUEUE_QUEUE
 from phalanx.models.memory import ModelDescription, quantity_bytes
-from phalanx.operator.planner import CreateNodePod, NodeView, Observed
+from phalanx.operator.planner import CreateNodePod, EnsureWorkload, NodeView, Observed
 from phalanx.operator.planner import memory as mem
 from tests.unit.planner.builders import at, job, pods, step
 
@@ -224,6 +225,23 @@ def test_memory_snapshots_hold_two_slots_of_each_shard_and_a_buddys_copy() -> No
     )
     off = fitting_at_3_of_4(checkpoint={"dir": "/ckpt", "memoryIntervalSteps": 0}).spec
     assert mem.snapshot_request(off) == 0
+
+
+def test_the_pods_the_planner_asks_for_carry_their_snapshots_memory() -> None:
+    """The builders decide nothing: each pod's added memory is the planner's figure, in its
+    action; none when snapshots are off."""
+    spec = fitting_at_3_of_4()
+    _, plan = step(spec, Observed(), at(0))
+    created = plan.of_type(CreateNodePod)
+    assert created, plan.actions
+    assert {a.snapshot_bytes for a in created} == {mem.snapshot_request(spec.spec)} != {0}
+    off = fitting_at_3_of_4(checkpoint={"dir": "/ckpt", "memoryIntervalSteps": 0})
+    _, plan = step(off, Observed(), at(0))
+    assert {a.snapshot_bytes for a in plan.of_type(CreateNodePod)} == {0}
+    queue = {"metadata": spec.metadata.model_copy(update={"labels": {KUEUE_QUEUE: "team-a"}})}
+    _, plan = step(spec.model_copy(update=queue), Observed(workloads_supported=True), at(0))
+    [workload] = plan.of_type(EnsureWorkload)
+    assert workload.snapshot_bytes == mem.snapshot_request(spec.spec), "Kueue counts them too"
 
 
 def own_shm(size_limit: str, **spec: Any) -> Any:

@@ -100,9 +100,7 @@ def trainer_env(job: TrainingJob) -> dict[str, str]:
 
 
 _RENDEZVOUS_PER_JOB = frozenset(
-    name
-    for plain in (env.MASTER_PORT, env.NPROC_PER_NODE)
-    for name in (plain, env.TORCHRUN_PREFIX + plain)
+    name for plain in (env.MASTER_PORT, env.NPROC_PER_NODE) for name in env.spellings(plain)
 )
 """The rendezvous variables that no epoch or rank changes (spec.nprocPerNode is immutable)."""
 
@@ -115,11 +113,9 @@ def job_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
     jobs on kwok, pods without them were created 11 to 18 % sooner (docs/benchmarks.md)."""
     spec = job.spec
     name = job.metadata.name or ""
-    rendezvous = {
-        env.MASTER_PORT: str(settings.master_port),
-        env.NPROC_PER_NODE: str(spec.nproc_per_node),
-    }
-    values = {**rendezvous, **{env.TORCHRUN_PREFIX + k: v for k, v in rendezvous.items()}}
+    values = env.with_torchrun_spelling(
+        {env.MASTER_PORT: str(settings.master_port), env.NPROC_PER_NODE: str(spec.nproc_per_node)}
+    )
     values |= {
         env.PHALANX_JOB: name,
         env.PHALANX_NAMESPACE: job.metadata.namespace or "default",

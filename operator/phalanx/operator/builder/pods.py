@@ -8,7 +8,7 @@ from typing import Any
 
 from phalanx.models import env, labels
 from phalanx.models.job import TrainingJob
-from phalanx.models.memory import quantity_bytes
+from phalanx.models.memory import SHARED_MEMORY, quantity_bytes
 from phalanx.models.names import (
     DNS_LABEL_MAX,
     env_config_map_name,
@@ -21,7 +21,6 @@ from phalanx.models.names import (
 from phalanx.operator.builder.agent import annotate, inject
 from phalanx.operator.builder.children import PODGROUP_LABEL, Manifest, child_metadata
 from phalanx.operator.builder.env import BuildSettings, rank_env
-from phalanx.operator.planner import memory
 
 POD_NAME_ENV: Manifest = {
     "name": env.PHALANX_POD_NAME,
@@ -30,24 +29,23 @@ POD_NAME_ENV: Manifest = {
 """The agent finds its rank in an epoch's assignment under its pod's name (downward API)."""
 
 
-def _template(job: TrainingJob) -> tuple[Manifest, Manifest]:
+def _template(job: TrainingJob, snapshot_bytes: int) -> tuple[Manifest, Manifest]:
     """The template's metadata and spec, as plain dicts of their own (a dump builds new ones:
-    no copy of it is needed)."""
+    no copy of it is needed), its trainer container asking for `snapshot_bytes` more memory."""
     template = job.spec.template.model_dump(mode="json", by_alias=True, exclude_none=True)
     spec = template["spec"]
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         _quantities_as_strings(container.get("resources") or {})
-    _snapshot_memory(job, spec["containers"][0])
+    _snapshot_memory(spec["containers"][0], snapshot_bytes)
     return template.get("metadata", {}), spec
 
 
-def _snapshot_memory(job: TrainingJob, container: Manifest) -> None:
-    """Add the host memory of the job's memory snapshots (`memory.snapshot_request`: they live
-    in the pod's /dev/shm, which counts against its memory) to the trainer container's memory
+def _snapshot_memory(container: Manifest, extra: int) -> None:
+    """Add the host memory of the job's memory snapshots (`extra` bytes, the planner's figure:
+    they live in the pod's /dev/shm, which counts against its memory) to the container's memory
     request, and to its limit where the template sets one: the template's figures are the
     program's, these are Phalanx's. A limit without a request is the request too, as Kubernetes
     would default it."""
-    extra = memory.snapshot_request(job.spec)
     if not extra:
         return
     resources = container.setdefault("resources", {})
@@ -72,7 +70,6 @@ def _quantities_as_strings(resources: Manifest) -> None:
             quantities[name] = str(value)
 
 
-SHARED_MEMORY = memory.SHARED_MEMORY
 SHARED_MEMORY_VOLUME: Manifest = {"name": "phalanx-shm", "emptyDir": {"medium": "Memory"}}
 """Host memory for the pod: the agent keeps its workers' memory snapshots here across epochs,
 and torch (DataLoader workers, NCCL) needs more than the runtime's default 64 MiB /dev/shm. It
@@ -156,8 +153,10 @@ def node_pod(
     pod_group: bool = False,
     master: str | None = None,
     agent: bool = True,
+    snapshot_bytes: int = 0,
 ) -> Manifest:
-    """Node pod `rank` of `epoch`: the template plus ranks, DNS, env contract and scheduling."""
+    """Node pod `rank` of `epoch`: the template plus ranks, DNS, env contract and scheduling;
+    `snapshot_bytes` more memory for its memory snapshots (the planner's figure)."""
     name = job.metadata.name or ""
     pod_labels = {
         labels.EPOCH: str(epoch),
@@ -169,7 +168,9 @@ def node_pod(
         pod_labels[PODGROUP_LABEL] = pod_group_name(name)
     contract = rank_env(job, epoch, rank, nodes, settings, master)
     pod_name = node_pod_name(name, epoch, rank)
-    return _gang_pod(job, pod_name, pod_labels, contract, avoid_nodes, settings, agent)
+    return _gang_pod(
+        job, pod_name, pod_labels, contract, avoid_nodes, settings, agent, snapshot_bytes
+    )
 
 
 def _gang_pod(
@@ -180,12 +181,13 @@ def _gang_pod(
     avoid_nodes: tuple[str, ...],
     settings: BuildSettings,
     agent: bool = True,
+    snapshot_bytes: int = 0,
 ) -> Manifest:
     """The template as a member of the gang: the agent where it is injected, the env contract
     (the pod's own part in `contract`, the job's by envFrom from its ConfigMap; the template's
     own variables win), the pod's name for its agent, a DNS name under the job's Service, and
     scheduling."""
-    template_meta, spec = _template(job)
+    template_meta, spec = _template(job, snapshot_bytes)
     config = env_config_map_name(job.metadata.name or "")
     for container in spec["containers"]:
         own: list[dict[str, Any]] = container.get("env", [])
@@ -220,6 +222,7 @@ def standby_pod(
     avoid_nodes: tuple[str, ...] = (),
     warm: bool = False,
     nodes: int = 1,
+    snapshot_bytes: int = 0,
 ) -> Manifest:
     """Standby pod `index` of `epoch` (its env names a job of `nodes` until it is assigned a
     rank). Once it schedules, capacity for one more node exists and
@@ -237,8 +240,16 @@ def standby_pod(
     if warm and len(pod_name) <= DNS_LABEL_MAX:  # it is also the hot spare's hostname
         contract = rank_env(job, epoch, 0, nodes, settings) | {env.PHALANX_STANDBY: "1"}
         warm_labels = {**pod_labels, labels.WARM: "true"}
-        return _gang_pod(job, pod_name, warm_labels, contract, avoid_nodes, settings)
-    template_meta, spec = _template(job)
+        return _gang_pod(
+            job,
+            pod_name,
+            warm_labels,
+            contract,
+            avoid_nodes,
+            settings,
+            snapshot_bytes=snapshot_bytes,
+        )
+    template_meta, spec = _template(job, snapshot_bytes)
     first = spec["containers"][0]
     container = {
         "name": "standby",

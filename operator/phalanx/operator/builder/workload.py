@@ -24,12 +24,13 @@ Manifest = dict[str, Any]
 
 def workload(
     job: TrainingJob, count: int, min_count: int, active: bool, settings: BuildSettings,
-    priority: int | None = None, epoch: int = 0,
+    priority: int | None = None, epoch: int = 0, snapshot_bytes: int = 0,
 ) -> Manifest:  # fmt: skip
     """The Workload asked for in the job's `epoch` (0: its first; later: to grow): `count`
     pods, Kueue may admit as few as `min_count` (partial admission); queued in the job's
-    LocalQueue; `priority`, the value of the job's priorityClassName, where it names one."""
-    pod = node_pod(job, 1, 0, count, settings)
+    LocalQueue; `priority`, the value of the job's priorityClassName, where it names one; each
+    pod's memory with `snapshot_bytes` for its snapshots (the planner's figure)."""
+    pod = node_pod(job, 1, 0, count, settings, snapshot_bytes=snapshot_bytes)
     template = {"metadata": {"labels": pod["metadata"].get("labels", {})}, "spec": pod["spec"]}
     pod_set: Manifest = {"name": POD_SET, "count": count, "template": template}
     if min_count < count:

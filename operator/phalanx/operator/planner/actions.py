@@ -46,6 +46,8 @@ class EnsureWorkload:
     min_count: int
     active: bool = True
     epoch: int = 0
+    snapshot_bytes: int = 0
+    """As CreateNodePod's: Kueue counts the memory the pods will request."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class CreateNodePod:
     None: rank 0 is the epoch's own `<job>-<epoch>-0`."""
     agent: bool = True
     """Whether the pod may get the injected agent (False once it could not run in the image)."""
+    snapshot_bytes: int = 0
+    """Host memory the pod's memory snapshots hold (`memory.snapshot_request`), added to its
+    trainer container's memory: the planner's figure, so that the builders decide nothing."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,8 @@ class CreateStandbyPod:
     nodes: int = 1
     """The job's size the warm pod's env names until an assignment gives it a rank (its
     target size: the builders decide nothing)."""
+    snapshot_bytes: int = 0
+    """As CreateNodePod's: a standby holds a node pod's capacity, snapshots included."""
 
 
 @dataclass(frozen=True)

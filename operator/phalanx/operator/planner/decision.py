@@ -24,7 +24,7 @@ from phalanx.models.status import (
     Phase,
     TrainingJobStatus,
 )
-from phalanx.operator.planner import inplace, timeline
+from phalanx.operator.planner import inplace, memory, timeline
 from phalanx.operator.planner.actions import (
     Action,
     DeletePods,
@@ -122,6 +122,12 @@ class Decision:
         job's image (the AgentInjected condition is False)."""
         injected = self.condition(ConditionType.AGENT_INJECTED)
         return injected is None or injected.status != "False"
+
+    @property
+    def snapshot_bytes(self) -> int:
+        """Host memory each pod's memory snapshots hold, for the pods and Workloads it asks for
+        (`memory.snapshot_request`)."""
+        return memory.snapshot_request(self.spec)
 
     def start_epoch(
         self, nodes: int, reason: EpochReason, exclude: frozenset[str] = frozenset()

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from phalanx.models.job import TrainingJob
 from phalanx.models.memory import (
+    SHARED_MEMORY,
     MemoryPrecision,
     MemorySettings,
     MemorySharding,
@@ -265,9 +266,6 @@ def why_not(spec: TrainingJobSpec) -> str:
         f"(spec.memory.gpuMemory {gpu_memory}) may be used ({HEADROOM:.0%} kept free); "
         "`phalanx plan` shows each part"
     )
-
-
-SHARED_MEMORY = "/dev/shm"
 
 
 def snapshots_do_not_fit(spec: TrainingJobSpec) -> str | None:

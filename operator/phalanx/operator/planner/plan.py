@@ -282,11 +282,12 @@ def launch(d: Decision, _: PlannerConfig) -> bool:
         )
     avoid = tuple(d.status.avoid_nodes)
     master = next((pod for pod, rank in current.ranks.items() if rank == 0), None)
-    for rank in range(d.status.nodes):
-        if rank not in pods:
-            d.actions.append(
-                CreateNodePod(d.status.epoch, rank, d.status.nodes, avoid, master, d.agent_allowed)
-            )
+    missing = [rank for rank in range(d.status.nodes) if rank not in pods]
+    snapshots = d.snapshot_bytes if missing else 0
+    epoch, nodes, agent = d.status.epoch, d.status.nodes, d.agent_allowed
+    d.actions += [
+        CreateNodePod(epoch, rank, nodes, avoid, master, agent, snapshots) for rank in missing
+    ]
     return False
 
 

@@ -135,8 +135,10 @@ def queued(d: Decision, config: PlannerConfig) -> bool:
     if workload is None or workload.active != active:
         spec, name = d.job.spec, workload.name if workload else workload_name(_name(d))
         epoch = workload.epoch if workload else 0
-        d.actions.append(EnsureWorkload(name, spec.replicas.max + spec.spares,
-                                        spec.replicas.min, active, epoch))  # fmt: skip
+        count = spec.replicas.max + spec.spares
+        d.actions.append(
+            EnsureWorkload(name, count, spec.replicas.min, active, epoch, d.snapshot_bytes)
+        )
     if workload is None:
         _hold(d, ConditionReason.WAITING_FOR_ADMISSION, f"waiting for Kueue queue {queue}")
         return True
@@ -198,7 +200,7 @@ def _ask_to_grow(
     # the whole of what the job asks for, spares included (its admitted spec has fewer spares)
     epoch, count = d.status.epoch, current.requested or d.job.spec.replicas.max
     name = workload_name(_name(d), epoch)
-    d.actions.append(EnsureWorkload(name, count, wanted, True, epoch))
+    d.actions.append(EnsureWorkload(name, count, wanted, True, epoch, d.snapshot_bytes))
     d.event(EventReason.QUEUED, f"asks Kueue to grow from {nodes} nodes: the Workload {name}, "
             f"{count} pods, at least {wanted}")  # fmt: skip
 

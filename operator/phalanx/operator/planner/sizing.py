@@ -101,10 +101,10 @@ def resize(d: Decision, config: PlannerConfig) -> bool:
     have = {p.rank for p in standbys}
     avoid = tuple(d.status.avoid_nodes)
     if running:  # not while a restart's pods schedule: they come first
+        missing = [i for i in range(wanted) if i not in have]
+        snapshots = d.snapshot_bytes if missing else 0
         d.actions += [
-            CreateStandbyPod(d.status.epoch, i, avoid, warm, target)
-            for i in range(wanted)
-            if i not in have
+            CreateStandbyPod(d.status.epoch, i, avoid, warm, target, snapshots) for i in missing
         ]
     ready = sum(1 for p in standbys if p.scheduled and p.rank < wanted)
     grown = elastic.largest_valid_size(d.spec, current + ready)
