@@ -9,6 +9,7 @@ import it, the agent too (it runs in any image's python3).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 # Per pod, set by the operator (design §4). The same values go out as torchrun's PET_* variables so
@@ -169,6 +170,18 @@ def is_reserved(name: str) -> bool:
     return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
 
 
+def spellings(name: str) -> tuple[str, ...]:
+    """`name` and, for a rendezvous variable, torchrun's PET_ spelling of it: the names that one
+    value goes out under."""
+    return (name, TORCHRUN_PREFIX + name) if name in TORCHRUN_MIRRORED else (name,)
+
+
+def with_torchrun_spelling(values: Mapping[str, str]) -> dict[str, str]:
+    """`values`, each rendezvous variable among them also in torchrun's PET_ spelling: the one
+    writer of the mirror (the pod builder, the agent and the local backend call it)."""
+    return {spelled: value for name, value in values.items() for spelled in spellings(name)}
+
+
 def rendezvous(
     master_addr: str, master_port: int, nodes: int, node_rank: int, nproc_per_node: int
 ) -> dict[str, str]:
@@ -181,7 +194,7 @@ def rendezvous(
         NODE_RANK: str(node_rank),
         NPROC_PER_NODE: str(nproc_per_node),
     }
-    return {**values, **{TORCHRUN_PREFIX + name: values[name] for name in TORCHRUN_MIRRORED}}
+    return with_torchrun_spelling(values)
 
 
 def single_worker(node_rank: int, nodes: int) -> dict[str, str]:

@@ -185,7 +185,7 @@ def node_launch(
     """The agent of pod `name`, as a local process: node pod `rank` of `epoch` (or a standby
     pod, with a placeholder rank, that waits for an assignment)."""
     contract = pod_env(job, epoch, rank, nodes, BuildSettings(master_port=master_port))
-    for key in (env.MASTER_ADDR, env.TORCHRUN_PREFIX + env.MASTER_ADDR):
+    for key in env.spellings(env.MASTER_ADDR):
         contract[key] = LOOPBACK
     contract.pop(env.PHALANX_CHECKPOINT_DIR, None)
     contract.pop(env.PHALANX_CHECKPOINT_URL, None)
