@@ -10,13 +10,13 @@ from typing import Any, cast
 import pytest
 from kubernetes import client as k8s
 
+from phalanx.listwatch.protocol import Change, Query
 from phalanx.models import labels
 from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import STALE_WAIT_SECONDS, Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import PlannerConfig
 from phalanx.operator.pod_watch import LeaseIndex, LeaseWatch, PodIndex, PodWatch
-from phalanx.operator.watch import ExpiredError, WatchError
 
 
 def _pod(name: str, job: str | None = "j", namespace: str = "ns", phase: str = "Pending",
@@ -80,27 +80,11 @@ def _watch(namespaces: list[str]) -> tuple[PodWatch, list[tuple[tuple[str, str],
 
 def test_events_reach_the_index_and_wake_the_job_with_its_node() -> None:
     watch, told = _watch(["ns"])
-    assert watch._apply({"type": "ADDED", "object": _pod("p-0", version="7")}) == "7"
-    assert watch._apply({"type": "MODIFIED", "object": _pod("p-0", node="n1", version="8")}) == "8"
-    assert watch._apply({"type": "DELETED", "object": _pod("p-0", node="n1", version="9")}) == "9"
+    watch.apply(Change("ADDED", _pod("p-0", version="7")))
+    watch.apply(Change("MODIFIED", _pod("p-0", node="n1", version="8")))
+    watch.apply(Change("DELETED", _pod("p-0", node="n1", version="9")))
     assert told == [(("ns", "j"), None), (("ns", "j"), "n1"), (("ns", "j"), "n1")]
     assert watch.index.get(("ns", "j")) == ()
-
-
-def test_a_bookmark_moves_the_version_and_touches_nothing() -> None:
-    watch, told = _watch(["ns"])
-    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}}
-    assert watch._apply(bookmark) == "42"
-    assert told == []
-
-
-def test_an_expired_version_asks_for_a_fresh_list_and_other_errors_are_errors() -> None:
-    watch, _ = _watch(["ns"])
-    gone = {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}
-    with pytest.raises(ExpiredError):
-        watch._apply(gone)
-    with pytest.raises(WatchError, match="internal"):
-        watch._apply({"type": "ERROR", "object": {"code": 500, "message": "internal"}})
 
 
 def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> None:
@@ -109,7 +93,7 @@ def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> 
     watch, told = _watch(["team-*", "!team-secret"])
     assert watch.scopes == [None]
     for namespace in ("other", "team-a", "team-secret"):
-        watch._apply({"type": "ADDED", "object": _pod("p-0", namespace=namespace)})
+        watch.apply(Change("ADDED", _pod("p-0", namespace=namespace)))
     assert told == [(("team-a", "j"), None)]
 
 
@@ -146,17 +130,18 @@ def _lease(name: str, job: str = "j", annotations: dict[str, str] | None = None,
 def test_a_lease_with_a_heartbeat_is_kept_under_its_job_and_one_saying_nothing_is_not() -> None:
     told: list[tuple[str, str]] = []
     watch = LeaseWatch(k8s.Configuration(), ["ns"], told.append)
-    assert watch._url("ns").endswith("/apis/coordination.k8s.io/v1/namespaces/ns/leases")
-    watch._apply({"type": "ADDED", "object": _lease("j-heartbeat")})
+    query = Query(watch.resource, "ns")
+    assert query.path == "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+    watch.apply(Change("ADDED", _lease("j-heartbeat")))
     assert watch.index.get(("ns", "j")) == ()  # made by the operator: rank 0 has not beaten
     beat = {labels.HEARTBEAT: '{"epoch": 1, "step": 7}'}
-    watch._apply({"type": "MODIFIED",
-                  "object": _lease("j-heartbeat", annotations=beat, renewed="2026-11-29T06:00:01Z")})  # fmt: skip
+    renewed = "2026-11-29T06:00:01Z"
+    watch.apply(Change("MODIFIED", _lease("j-heartbeat", annotations=beat, renewed=renewed)))
     (facts,) = watch.index.get(("ns", "j"))
     assert facts.heartbeat is not None
     assert facts.heartbeat.step == 7
     assert facts.renewed is not None
-    watch._apply({"type": "DELETED", "object": _lease("j-heartbeat")})
+    watch.apply(Change("DELETED", _lease("j-heartbeat")))
     assert watch.index.get(("ns", "j")) == ()
     assert told == [("ns", "j")] * 2, "its heartbeat and its going wake the job; made empty, no"
 

@@ -14,18 +14,18 @@ from functools import partial
 from typing import Any, cast
 
 from kubernetes import client as k8s
-from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from phalanx.control import errors
 from phalanx.control.views import Job
-from phalanx.models import GROUP, PLURAL, VERSION
+from phalanx.listwatch import sync
+from phalanx.listwatch.protocol import Query, Resource, WatchError
+from phalanx.models import API_VERSION, GROUP, PLURAL, VERSION
 
 KUBE_PAGE = 500
 """Jobs per list call when reading every job: a large cluster is not one huge answer."""
-WATCH_SECONDS = 240
-"""How long one watch on a job runs before it is started again from a fresh read."""
+JOBS = Resource(f"/apis/{API_VERSION}", PLURAL)
 
 _BY_STATUS: dict[int, type[errors.JobControlError]] = {
     400: errors.BadRequestError,
@@ -44,6 +44,11 @@ def _message(error: ApiException) -> str:
         return str(error.reason)
 
 
+def _by_status(status: int, message: str) -> errors.JobControlError:
+    kind = _BY_STATUS.get(status)
+    return errors.UpstreamError(message, status) if kind is None else kind(message)
+
+
 @contextmanager
 def kube_errors(server: str) -> Iterator[None]:
     """The kube API's refusals as job control's errors, in the API server's words; a kube API
@@ -51,11 +56,11 @@ def kube_errors(server: str) -> Iterator[None]:
     try:
         yield
     except ApiException as error:
-        status = int(error.status or 0)
-        kind = _BY_STATUS.get(status)
-        if kind is None:
-            raise errors.UpstreamError(_message(error), status) from error
-        raise kind(_message(error)) from error
+        raise _by_status(int(error.status or 0), _message(error)) from error
+    except WatchError as error:
+        if not error.status:
+            raise errors.UnreachableError(server, error.message) from error
+        raise _by_status(error.status, error.message) from error
     except HTTPError as error:
         raise errors.UnreachableError(server, str(error)) from error
 
@@ -64,6 +69,7 @@ class KubeJobs:
     """TrainingJobs, their events and their pods' logs, with the client it was given."""
 
     def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
         self.server: str = api.configuration.host
         self.custom = k8s.CustomObjectsApi(api)
         self.core = k8s.CoreV1Api(api)
@@ -128,28 +134,20 @@ class KubeJobs:
         return chunks()
 
     def changes(self, namespace: str, name: str) -> Iterator[Job | None]:
-        """The job now, then at each change the kube API reports; None once it is deleted.
-        Every WATCH_SECONDS the watch starts again from a fresh read, as it does when the API
-        server no longer holds the version it was at (410)."""
-        while True:
-            job = self.get(namespace, name)
-            yield job
-            events = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                field_selector=f"metadata.name={name}",
-                resource_version=job["metadata"]["resourceVersion"],
-                timeout_seconds=WATCH_SECONDS, allow_watch_bookmarks=True,
-            )  # fmt: skip
-            try:
-                with self.errors():
-                    for event in events:  # an ERROR event is raised as an ApiException
-                        if event["type"] == "DELETED":
-                            yield None
-                            return
-                        if event["type"] != "BOOKMARK":
-                            yield event["object"]
-            except errors.GoneError:
-                continue  # 410 Gone: read the job afresh and watch from there
+        """The job now, then at each change the kube API reports; None once it is deleted. The
+        watch (`phalanx.listwatch`) goes on from the version it reached when the API server ends
+        a stream, and reads the job afresh when that version is gone (410)."""
+        job = self.get(namespace, name)
+        yield job
+        query = Query(JOBS, namespace, field_selector=f"metadata.name={name}")
+        since = str(job["metadata"]["resourceVersion"])
+        with self.errors():
+            for change in sync.follow(self.api, query, retry=False, since=since):
+                if change.kind == "DELETED" or (change.kind == "SYNCED" and not change.seen):
+                    yield None
+                    return
+                if change.kind != "SYNCED":
+                    yield cast(dict[str, Any], change.thing)
 
 
 class KubeSource:

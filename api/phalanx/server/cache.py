@@ -9,34 +9,33 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
 
-from phalanx.models import GROUP, PLURAL, VERSION
+from phalanx.listwatch import sync
+from phalanx.listwatch.protocol import Change, Query, Resource
+from phalanx.models import API_VERSION, PLURAL
 from phalanx.server.history import JobHistory
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
 Job = Mapping[str, Any]
-WATCH_SECONDS = 240
-RETRY_SECONDS = 1.0
+JOBS = Query(Resource(f"/apis/{API_VERSION}", PLURAL))
+"""Every TrainingJob, in every namespace."""
 
 
 class JobCache:
-    """TrainingJobs by (namespace, name), kept current by a background watch."""
+    """TrainingJobs by (namespace, name), kept current by a background list-and-watch
+    (`phalanx.listwatch`)."""
 
     def __init__(self, api: k8s.ApiClient) -> None:
-        self._custom = k8s.CustomObjectsApi(api)
+        self._api = api
         self._jobs: dict[Key, Job] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name="job-cache", daemon=True)
         self.ready = threading.Event()
         """Set once the first list is in."""
@@ -49,9 +48,9 @@ class JobCache:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop following (the stream notices at its next chunk: a bookmark at the latest) and
+        wait a little for it; the thread is a daemon."""
         self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()  # type: ignore[no-untyped-call]
         self._thread.join(timeout=5)
 
     def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[Job]:
@@ -72,24 +71,19 @@ class JobCache:
             return self.version
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                version = self._relist()
+        listing: dict[Key, Job] = {}
+        for change in sync.follow(self._api, JOBS, self._stop):
+            if change.kind == "LISTED":
+                listing[_key(change.thing)] = change.thing
+            elif change.kind == "SYNCED":
+                self._relisted({key: job for key, job in listing.items() if key in change.seen})
+                listing = {}
                 self.ready.set()
-                self._follow(version)
-            except ApiException as error:
-                if error.status != 410:  # 410 Gone: our version is too old; just relist
-                    log.warning("job watch failed (%s); relisting", error.reason)
-                    self._stop.wait(RETRY_SECONDS)
-            except Exception:  # a dropped connection, a decode error: never stop the cache
-                if self._stop.is_set():
-                    return  # stopping closed the connection under the watch
-                log.exception("job watch failed; relisting")
-                self._stop.wait(RETRY_SECONDS)
+            else:
+                self._apply(change)
 
-    def _relist(self) -> str:
-        listed: Any = self._custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
-        jobs = {_key(item): item for item in listed.get("items", [])}
+    def _relisted(self, jobs: dict[Key, Job]) -> None:
+        """A fresh list's jobs replace the cache's."""
         for key, job in jobs.items():
             self.history.record(key, job)
         self.history.keep_only(set(jobs))
@@ -97,37 +91,18 @@ class JobCache:
             self._jobs = jobs
             self.version += 1
             self._changed.notify_all()
-        return str(listed["metadata"]["resourceVersion"])
 
-    def _follow(self, resource_version: str) -> None:
-        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
-        started = time.monotonic()
-        for event in self._watch.stream(  # type: ignore[no-untyped-call]
-            self._custom.list_cluster_custom_object,
-            GROUP,
-            VERSION,
-            PLURAL,
-            resource_version=resource_version,
-            timeout_seconds=WATCH_SECONDS,
-            allow_watch_bookmarks=True,
-        ):
-            if self._stop.is_set():
-                return
-            kind, item = event["type"], event["object"]
-            if kind == "ERROR":
-                raise ApiException(status=item.get("code", 500), reason=item.get("message"))
-            if kind == "BOOKMARK":
-                continue
-            with self._changed:
-                if kind == "DELETED":
-                    self._jobs.pop(_key(item), None)
-                    self.history.forget(_key(item))
-                else:
-                    self._jobs[_key(item)] = item
-                    self.history.record(_key(item), item)
-                self.version += 1
-                self._changed.notify_all()
-        log.debug("job watch ended after %.0f s; resuming", time.monotonic() - started)
+    def _apply(self, change: Change) -> None:
+        key = _key(change.thing)
+        with self._changed:
+            if change.kind == "DELETED":
+                self._jobs.pop(key, None)
+                self.history.forget(key)
+            else:
+                self._jobs[key] = change.thing
+                self.history.record(key, change.thing)
+            self.version += 1
+            self._changed.notify_all()
 
 
 def _key(item: Job) -> Key:

@@ -8,9 +8,9 @@ bound, Running), and in a GIL profile of that run kopf's watch and processing to
 of the operator's samples beside the JSON decoding itself (`bench.controlplane`, kwok). The
 Leases are the rest and more once the jobs run: each job's rank 0 renews its heartbeat every
 2 s and every agent reports each epoch's phases. Here an event is decoded, made the planner's
-view (`observe`), and stored, as client-go's informers do: a list, then a watch from its
-resourceVersion with bookmarks, a fresh list when the API server answers 410 (the version is
-compacted away), and the same watch again when a stream ends.
+view (`observe`), and stored, as client-go's informers do; the stream itself (paged lists,
+bookmarks, a fresh list on 410) is `phalanx.listwatch`'s, shared with the API service and job
+control.
 
 No job is planned before the first list of every watched namespace is in both indices
 (`JobIndex.listed`): a job planned from an empty pod index would make pods it already has, or
@@ -21,47 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import json
-import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-import aiohttp
 from kubernetes import client as k8s
 
+from phalanx.listwatch import aio
+from phalanx.listwatch.protocol import Change, ObjectKey, Query, Resource
 from phalanx.models import labels
 from phalanx.operator import kube
 
-log = logging.getLogger(__name__)
+__all__ = ["JobIndex", "JobKey", "ListWatch", "ObjectKey", "Resource"]
+
 JobKey = tuple[str, str]
-ObjectKey = tuple[str, str]
-"""An object's namespace and name."""
 V = TypeVar("V")
-SERVER_TIMEOUT_SECONDS = 300
-"""How long the API server keeps a watch open (kopf's setting for the other streams)."""
-READ_SLACK_SECONDS = 30
-"""A stream silent this much longer than `SERVER_TIMEOUT_SECONDS` (bookmarks come every
-minute) is dead: it is opened again."""
-LIST_PAGE = 500
-RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
-"""Waits before listing again after an error, the last repeated."""
-
-
-class ExpiredError(Exception):
-    """The watch's resourceVersion is gone from the API server's history (410): list again."""
-
-
-class WatchError(Exception):
-    """The API server refused the list or the watch, or sent an error event."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A namespaced resource: the API path of its group and version, and its plural."""
-
-    api: str
-    plural: str
 
 
 class JobIndex(Generic[V]):
@@ -152,125 +125,48 @@ class ListWatch(Generic[V]):
             await asyncio.gather(*followers, return_exceptions=True)
 
     async def _follow(self, scope: str | None, listed: asyncio.Event) -> None:
-        failures = 0
-        while True:
-            try:
-                async with kube.aiohttp_session(self.configuration, limit=2) as session:
-                    version = await self._list(session, scope)
-                    listed.set()
-                    failures = 0
-                    while True:  # a stream the API server ended is opened again from here
-                        version = await self._watch(session, scope, version)
-            except ExpiredError:
-                log.info("the %s watch of %s expired; listing again", self.resource.plural,
-                         scope or "all namespaces")  # fmt: skip
-            except Exception as error:  # the index must not go stale: list again, soon
-                wait = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                expected = isinstance(error, aiohttp.ClientError | TimeoutError | WatchError)
-                log.log(logging.WARNING if expected else logging.ERROR,
-                        "the %s watch of %s failed (%r); listing again in %.1f s",
-                        self.resource.plural, scope or "all namespaces", error, wait,
-                        exc_info=not expected)  # fmt: skip
-                await asyncio.sleep(wait)
+        query = Query(self.resource, scope, label_selector=labels.JOB)
 
-    def _url(self, scope: str | None) -> str:
-        base = self.configuration.host.rstrip("/") + self.resource.api
-        plural = self.resource.plural
-        return f"{base}/namespaces/{scope}/{plural}" if scope else f"{base}/{plural}"
+        def session() -> Any:
+            return kube.aiohttp_session(self.configuration, limit=2)
+
+        touched: set[JobKey] = set()
+        async for change in aio.follow(session, self.configuration.host, query):
+            if change.kind == "LISTED":
+                if self._wanted(change.thing):
+                    touched.update(key for key in self.index.put(change.thing) if key is not None)
+            elif change.kind == "SYNCED":
+                seen = {where for where in change.seen if self._wanted_key(where)}
+                for key in touched | self.index.keep_only(seen, scope):
+                    self.changed(key, None)
+                touched = set()
+                listed.set()
+            else:
+                self.apply(change)
 
     def _wanted(self, thing: Mapping[str, Any]) -> bool:
-        """Whether the object's namespace is watched: one of the globs matches it and none of
-        the exclusions ("!glob", as kopf reads them) does."""
+        """Whether the object's namespace is watched."""
+        return self._wanted_key(((thing.get("metadata") or {}).get("namespace") or "", ""))
+
+    def _wanted_key(self, where: ObjectKey) -> bool:
+        """Whether namespace `where[0]` is watched: one of the globs matches it and none of the
+        exclusions ("!glob", as kopf reads them) does."""
         if not self.patterns:
             return True
-        namespace = (thing.get("metadata") or {}).get("namespace") or ""
+        namespace = where[0]
         excluded = [p[1:] for p in self.patterns if p.startswith("!")]
         included = [p for p in self.patterns if not p.startswith("!")] or ["*"]
         return any(fnmatch.fnmatchcase(namespace, p) for p in included) and not any(
             fnmatch.fnmatchcase(namespace, p) for p in excluded
         )
 
-    async def _list(self, session: aiohttp.ClientSession, scope: str | None) -> str:
-        """Every object of the scope into the index, a page at a time (a page's objects are
-        let go before the next is read: 8 000 pods decoded at once would double the operator's
-        memory); the list's resourceVersion."""
-        seen: set[ObjectKey] = set()
-        touched: set[JobKey] = set()
-        params = {"labelSelector": labels.JOB, "limit": str(LIST_PAGE)}
-        while True:
-            async with session.get(self._url(scope), params=params) as response:
-                page = await _answer(response)
-            for thing in page.get("items") or ():
-                if self._wanted(thing):
-                    meta = thing.get("metadata") or {}
-                    seen.add((meta.get("namespace") or "", meta.get("name") or ""))
-                    touched.update(key for key in self.index.put(thing) if key is not None)
-            meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                break
-            params["continue"] = meta["continue"]
-        for key in touched | self.index.keep_only(seen, scope):
-            self.changed(key, None)
-        return str(meta.get("resourceVersion") or "")
-
-    async def _watch(self, session: aiohttp.ClientSession, scope: str | None, version: str) -> str:
-        """One watch stream from `version` until the API server ends it; the last version seen."""
-        params = {
-            "labelSelector": labels.JOB, "watch": "true", "allowWatchBookmarks": "true",
-            "resourceVersion": version, "timeoutSeconds": str(SERVER_TIMEOUT_SECONDS),
-        }  # fmt: skip
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_read=SERVER_TIMEOUT_SECONDS + READ_SLACK_SECONDS
-        )
-        async with session.get(self._url(scope), params=params, timeout=timeout) as response:
-            if response.status != 200:
-                await _answer(response)
-            async for line in _lines(response.content):
-                version = self._apply(json.loads(line)) or version
-        return version
-
-    def _apply(self, event: Mapping[str, Any]) -> str | None:
-        """One watch event into the index; its resourceVersion."""
-        kind, thing = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if thing.get("code") == 410:
-                raise ExpiredError(thing.get("message"))
-            raise WatchError(thing.get("message") or str(thing))
-        meta = thing.get("metadata") or {}
-        if kind in ("ADDED", "MODIFIED", "DELETED") and self._wanted(thing):
-            where = (meta.get("namespace") or "", meta.get("name") or "")
-            gone = kind == "DELETED"
-            jobs = (self.index.remove(where), None) if gone else self.index.put(thing)
-            for key in {k for k in jobs if k is not None}:
-                self.changed(key, thing)
-        return meta.get("resourceVersion")
-
-
-async def _answer(response: aiohttp.ClientResponse) -> dict[str, Any]:
-    """The JSON of a list; a refusal raised (410 as ExpiredError)."""
-    body = await response.read()
-    if response.status == 410:
-        raise ExpiredError(body.decode(errors="replace"))
-    if response.status != 200:
-        try:
-            message = json.loads(body).get("message") or response.reason
-        except ValueError:
-            message = response.reason
-        raise WatchError(f"{response.status}: {message}")
-    answer: dict[str, Any] = json.loads(body)
-    return answer
-
-
-async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """The stream's lines, however long (aiohttp's own line reader stops at 128 KiB, and a pod
-    with a large spec, or a Lease with 2 048 agents' reports, can pass that)."""
-    buffer = b""
-    async for chunk in content.iter_any():
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line:
-                yield line
-    if buffer.strip():
-        yield buffer
+    def apply(self, change: Change) -> None:
+        """One watch event into the index; its jobs told."""
+        if not self._wanted(change.thing):
+            return
+        meta = change.thing.get("metadata") or {}
+        where = (meta.get("namespace") or "", meta.get("name") or "")
+        gone = change.kind == "DELETED"
+        jobs = (self.index.remove(where), None) if gone else self.index.put(change.thing)
+        for key in {k for k in jobs if k is not None}:
+            self.changed(key, change.thing)

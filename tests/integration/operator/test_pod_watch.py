@@ -1,5 +1,6 @@
 """The operator's own pod and Lease watches (`phalanx.operator.pod_watch`) against the real API
-server: the first list, then the watch's changes, and a version the API server no longer has."""
+server: the first list, then the watch's changes into the jobs' indices (the stream itself:
+tests/integration/test_listwatch.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kubernetes import client as k8s
 
 from phalanx.models import labels
-from phalanx.operator import kube, watch
+from phalanx.operator import kube
 from phalanx.operator.pod_watch import LeaseWatch, PodWatch
-from phalanx.operator.watch import ExpiredError, WatchError
 from tests.support.controlplane import ControlPlane
 
 DEADLINE_SECONDS = 30.0
@@ -103,53 +102,3 @@ def test_the_leases_agents_write_reach_the_lease_index(
             await asyncio.gather(running, return_exceptions=True)
 
     asyncio.run(scenario())
-
-
-def test_a_version_the_api_server_no_longer_has_asks_for_a_fresh_list(
-    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
-) -> None:
-    configuration = kube.load_configuration(control_plane.kubeconfig)
-
-    async def scenario() -> None:
-        watch = PodWatch(configuration, [namespace], lambda *_: None)
-        async with kube.aiohttp_session(configuration, limit=1) as session:
-            await watch._list(session, namespace)
-            with pytest.raises(ExpiredError):
-                await watch._watch(session, namespace, "1")
-
-    asyncio.run(scenario())
-
-
-def test_a_refused_list_is_an_error_with_the_api_servers_words(
-    control_plane: ControlPlane, kube_client: k8s.ApiClient
-) -> None:
-    configuration = kube.load_configuration(control_plane.kubeconfig)
-    configuration.api_key = {"BearerToken": "Bearer not-a-token"}
-    configuration.cert_file = configuration.key_file = None
-
-    async def scenario() -> None:
-        watch = PodWatch(configuration, ["default"], lambda *_: None)
-        async with kube.aiohttp_session(configuration, limit=1) as session:
-            await watch._list(session, "default")
-
-    with pytest.raises(WatchError, match="401: Unauthorized"):
-        asyncio.run(scenario())
-
-
-def test_the_first_list_reads_every_page(
-    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    monkeypatch.setattr(watch, "LIST_PAGE", 2)
-    core = k8s.CoreV1Api(kube_client)
-    for rank in range(5):
-        core.create_namespaced_pod(namespace, _pod(f"p-{rank}", "j"))
-    configuration = kube.load_configuration(control_plane.kubeconfig)
-
-    async def scenario() -> set[str]:
-        watch = PodWatch(configuration, [namespace], lambda *_: None)
-        async with kube.aiohttp_session(configuration, limit=1) as session:
-            await watch._list(session, namespace)
-        return _names(watch, namespace, "j")
-
-    assert asyncio.run(scenario()) == {f"p-{rank}" for rank in range(5)}

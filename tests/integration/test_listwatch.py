@@ -1,0 +1,158 @@
+"""The one list-and-watch (`phalanx.listwatch`) against the real API server, over both carriers:
+a list read page by page, the watch's changes from its version, a version the API server no
+longer has (410), and a refusal in the API server's words. Bookmarks: tests/unit/test_listwatch.py
+(this test's API server sent none to a 70 s watch of pods, whose cache's version had moved)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from phalanx.kubeconfig import load_configuration
+from phalanx.listwatch import aio, sync
+from phalanx.listwatch.protocol import Change, ExpiredError, Query, Reading, Resource, WatchError
+from phalanx.models import GROUP, PLURAL, VERSION
+from phalanx.operator import kube
+from tests.support.controlplane import ControlPlane
+from tests.support.rbac import manifest
+
+PODS = Resource("/api/v1", "pods")
+JOBS = Resource(f"/apis/{GROUP}/{VERSION}", PLURAL)
+DEADLINE_SECONDS = 30.0
+CLOSE_SECONDS = kube.KopfSessions.CLOSE_SECONDS
+"""A closed session's TLS connections finish closing a turn of the loop later."""
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"l": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+
+
+def _create_jobs(kube_client: k8s.ApiClient, namespace: str, *names: str) -> None:
+    custom = k8s.CustomObjectsApi(kube_client)
+    for name in names:
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", **manifest(name)}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+
+def _names(changes: list[Change], kind: str) -> list[str]:
+    return [c.thing["metadata"]["name"] for c in changes if c.kind == kind]
+
+
+def _aio(control_plane: ControlPlane) -> tuple[aio.SessionFactory, str]:
+    configuration = load_configuration(control_plane.kubeconfig)
+    return (lambda: kube.aiohttp_session(configuration, limit=1)), configuration.host
+
+
+def test_aio_reads_every_page_then_the_watch_from_the_lists_version(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_client)
+    for rank in range(5):
+        core.create_namespaced_pod(namespace, _pod(f"p-{rank}"))
+    session, host = _aio(control_plane)
+
+    async def scenario() -> list[Change]:
+        seen: list[Change] = []
+        stream = aio.follow(session, host, Query(PODS, namespace, label_selector="l", page=2))
+        async with asyncio.timeout(DEADLINE_SECONDS):
+            async for change in stream:
+                seen.append(change)
+                if change.kind == "SYNCED":
+                    await asyncio.to_thread(core.delete_namespaced_pod, "p-0", namespace)
+                if change.kind == "DELETED":
+                    break
+        await stream.aclose()
+        await asyncio.sleep(CLOSE_SECONDS)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert sorted(_names(seen, "LISTED")) == [f"p-{rank}" for rank in range(5)], "three pages"
+    synced = next(c for c in seen if c.kind == "SYNCED")
+    assert len(synced.seen) == 5
+    assert _names(seen, "DELETED") == ["p-0"]
+
+
+def test_aio_a_version_the_api_server_no_longer_has_is_expired(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    session, host = _aio(control_plane)
+
+    async def scenario() -> None:
+        reading = Reading(Query(PODS, namespace))
+        reading.version = "1"
+        async with session() as opened:
+            with pytest.raises(ExpiredError):
+                async for _ in aio.watch_once(opened, host, reading):
+                    pass
+        await asyncio.sleep(CLOSE_SECONDS)
+
+    asyncio.run(scenario())
+
+
+def test_aio_a_refused_list_is_an_error_with_the_api_servers_words(
+    control_plane: ControlPlane,
+) -> None:
+    configuration = load_configuration(control_plane.kubeconfig)
+    configuration.api_key = {"BearerToken": "Bearer not-a-token"}
+    configuration.cert_file = configuration.key_file = None
+
+    async def scenario() -> None:
+        try:
+            async with kube.aiohttp_session(configuration, limit=1) as opened:
+                async for _ in aio.list_pages(opened, configuration.host, Reading(Query(PODS))):
+                    pass
+        finally:
+            await asyncio.sleep(CLOSE_SECONDS)
+
+    with pytest.raises(WatchError, match="401: Unauthorized"):
+        asyncio.run(scenario())
+
+
+def test_sync_reads_every_page_then_the_changes_until_stopped(
+    kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    _create_jobs(kube_client, namespace, "a", "b", "c")
+    stop = threading.Event()
+    seen: list[Change] = []
+    for change in sync.follow(kube_client, Query(JOBS, namespace, page=2), stop=stop):
+        seen.append(change)
+        if change.kind == "SYNCED":
+            _create_jobs(kube_client, namespace, "d")
+        if change.kind == "ADDED":
+            stop.set()
+    assert sorted(_names(seen, "LISTED")) == ["a", "b", "c"], "two pages"
+    assert _names(seen, "ADDED") == ["d"]
+
+
+def test_sync_watches_from_a_version_given_and_relists_on_410(
+    kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    """`since` too old for the API server: a fresh list, not an error."""
+    _create_jobs(kube_client, namespace, "a")
+    stop = threading.Event()
+    seen: list[Change] = []
+    for change in sync.follow(
+        kube_client, Query(JOBS, namespace), stop=stop, since="1", retry=False
+    ):
+        seen.append(change)
+        if change.kind == "SYNCED":
+            stop.set()
+    assert [(c.kind, c.thing.get("metadata", {}).get("name")) for c in seen] == [
+        ("LISTED", "a"), ("SYNCED", None),
+    ]  # fmt: skip
+
+
+def test_sync_a_refusal_without_retry_is_raised_with_its_status(
+    control_plane: ControlPlane,
+) -> None:
+    configuration = load_configuration(control_plane.kubeconfig)
+    configuration.api_key = {"BearerToken": "Bearer not-a-token"}
+    configuration.cert_file = configuration.key_file = None
+    with k8s.ApiClient(configuration) as refused, pytest.raises(WatchError) as raised:
+        next(iter(sync.follow(refused, Query(JOBS), retry=False)))
+    assert raised.value.status == 401
