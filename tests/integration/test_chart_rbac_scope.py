@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes import utils as k8s_utils
 from kubernetes.client.exceptions import ApiException
 
-from phalanx.operator import kube
+from phalanx.operator.cluster import kube
 from tests.integration.test_chart_rbac import token_for, token_kubeconfig
 from tests.support.chart import Helm, Manifest, build_helm, of_kind
 from tests.support.controlplane import ControlPlane, wait_until

@@ -18,7 +18,7 @@ from phalanx.models import TrainingJob
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.report_shards import SHARED_RANKS, report_lease
 from phalanx.operator import builder, observe
-from phalanx.operator.report_leases import grant_shards
+from phalanx.operator.cluster.report_leases import grant_shards
 from tests.support.controlplane import ControlPlane
 
 

@@ -16,7 +16,7 @@ from phalanx.kubeconfig import load_configuration
 from phalanx.listwatch import aio, sync
 from phalanx.listwatch.protocol import Change, ExpiredError, Query, Reading, Resource, WatchError
 from phalanx.models import GROUP, PLURAL, VERSION
-from phalanx.operator import kube
+from phalanx.operator.cluster import kube
 from tests.support.controlplane import ControlPlane
 from tests.support.rbac import manifest
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
-from phalanx.operator.kube import ServedGroup
+from phalanx.operator.cluster.kube import ServedGroup
 from tests.integration.conftest import PODGROUP_CRD
 from tests.support.controlplane import ControlPlane
 

@@ -21,49 +21,51 @@ from tests.support.chart import (
 # A rule the chart renders that is not here fails, and so does one here that it no longer renders.
 OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     ("phalanx.dev", "trainingjobs"): {
-        "get": "status_write.py gone: a job deleted since its status write was refused",
+        "get": "cluster/status_write.py gone: a job deleted since its status write was refused",
         "list": "kopf watches TrainingJobs (handlers.py on.event)",
         "watch": "kopf watches TrainingJobs (handlers.py on.event)",
         "patch": "kopf removes the finalizer phalanx.dev/operator earlier operators put on",
-        "delete": "execute.py _delete_job (ttlSecondsAfterFinished)",
+        "delete": "cluster/writer.py delete_job (ttlSecondsAfterFinished)",
     },
     ("phalanx.dev", "trainingjobs/status"): {
-        "update": "execute.py _write_status: replace_namespaced_custom_object_status",
+        "update": "cluster/writer.py write_status: replace_namespaced_custom_object_status",
     },
     ("phalanx.dev", "trainingjobs/finalizers"): {
         "update": "children.py owner_reference blockOwnerDeletion (OwnerReferencesPermission"
         "Enforcement)",
     },
     ("", "pods"): {
-        "list": "watch.py ListWatch._list (pod_watch.py PodWatch)",
-        "watch": "watch.py ListWatch._watch (pod_watch.py PodWatch)",
-        "create": "execute.py CreateNodePod, CreateStandbyPod",
-        "delete": "execute.py _delete_pods",
+        "list": "watch.py ListWatch._list (cluster/pod_watch.py PodWatch)",
+        "watch": "watch.py ListWatch._watch (cluster/pod_watch.py PodWatch)",
+        "create": "cluster/writer.py CreateNodePod, CreateStandbyPod",
+        "delete": "cluster/writer.py delete_pods",
     },
-    ("", "services"): {"create": "execute.py _ensure_children headless_service"},
-    ("", "serviceaccounts"): {"create": "execute.py _ensure_children service_account"},
+    ("", "services"): {"create": "cluster/writer.py ensure_children headless_service"},
+    ("", "serviceaccounts"): {"create": "cluster/writer.py ensure_children service_account"},
     ("", "configmaps"): {
-        "create": "execute.py _apply_env (server-side apply of an absent one)",
-        "patch": "execute.py _apply_env (server-side apply)",
+        "create": "cluster/writer.py apply (server-side apply of an absent one)",
+        "patch": "cluster/writer.py apply (server-side apply)",
     },
-    ("", "events"): {"create": "execute.py _emit; kopf's post_event"},
+    ("", "events"): {"create": "cluster/writer.py emit; kopf's post_event"},
     ("rbac.authorization.k8s.io", "roles"): {
-        "create": "execute.py _ensure_children role",
+        "create": "cluster/writer.py ensure_children role",
         "patch": "report_leases.py grant_shards (a job grown past its report Leases)",
     },
     ("rbac.authorization.k8s.io", "rolebindings"): {
-        "create": "execute.py _ensure_children role_binding",
+        "create": "cluster/writer.py ensure_children role_binding",
     },
     ("coordination.k8s.io", "leases"): {
-        "list": "pod_watch.py LeaseWatch",
-        "watch": "pod_watch.py LeaseWatch",
-        "create": "execute.py _ensure_children heartbeat_lease, report_leases; _assign "
+        "list": "cluster/pod_watch.py LeaseWatch",
+        "watch": "cluster/pod_watch.py LeaseWatch",
+        "create": "cluster/writer.py ensure_children heartbeat_lease, report_leases; publish "
         "assignment_lease",
         "get": "held to grant it in the job's Role (children.py role): escalation check",
         "update": "held to grant it in the job's Role (children.py role): escalation check",
-        "patch": "execute.py _assign (the assignment); report_leases.py drop_reports",
+        "patch": "cluster/writer.py publish (the assignment); report_leases.py drop_reports",
     },
-    ("policy", "poddisruptionbudgets"): {"create": "execute.py _ensure_children disruption_budget"},
+    ("policy", "poddisruptionbudgets"): {
+        "create": "cluster/writer.py ensure_children disruption_budget"
+    },
     ("kueue.x-k8s.io", "workloads"): {
         "list": "handlers.py kopf.index workloads_by_job",
         "watch": "handlers.py kopf.index workloads_by_job",
@@ -73,8 +75,8 @@ OPERATOR_RIGHTS: dict[tuple[str, str], dict[str, str]] = {
     },
     ("kueue.x-k8s.io", "workloads/status"): {"update": "kueue.py Workloads._replace_status"},
     ("scheduling.x-k8s.io", "podgroups"): {
-        "create": "execute.py _ensure_pod_group pod_group",
-        "patch": "execute.py _ensure_pod_group (minMember)",
+        "create": "cluster/writer.py ensure_pod_group pod_group",
+        "patch": "cluster/writer.py ensure_pod_group (minMember)",
     },
     ("scheduling.k8s.io", "priorityclasses"): {"get": "kueue.py Workloads._priority"},
     ("", "nodes"): {

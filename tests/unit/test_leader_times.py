@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.operator.leader import ElectionTimes
+from phalanx.operator.cluster.leader import ElectionTimes
 from phalanx.operator.settings import OperatorSettings
 
 

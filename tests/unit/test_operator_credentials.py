@@ -16,7 +16,7 @@ import pytest
 import urllib3
 from kubernetes import client as k8s
 
-from phalanx.operator import kube
+from phalanx.operator.cluster import kube
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The operator's pod index (`phalanx.operator.pod_watch`): what each watch event and each fresh
+"""The operator's pod index (`phalanx.operator.cluster.pod_watch`): what each watch event and each fresh
 list does to the jobs' pods, which jobs it wakes, and that no job is planned before the first
 list."""
 
@@ -12,11 +12,11 @@ from kubernetes import client as k8s
 
 from phalanx.listwatch.protocol import Change, Query
 from phalanx.models import labels
+from phalanx.operator.cluster.pod_watch import LeaseIndex, LeaseWatch, PodIndex, PodWatch
 from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import STALE_WAIT_SECONDS, Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import PlannerConfig
-from phalanx.operator.pod_watch import LeaseIndex, LeaseWatch, PodIndex, PodWatch
 
 
 def _pod(name: str, job: str | None = "j", namespace: str = "ns", phase: str = "Pending",

@@ -1,5 +1,6 @@
-"""The list-and-watch (`protocol`) over aiohttp, for the operator's event loop: its busiest streams
-(the jobs' pods and Leases) are decoded here, not by kopf (`phalanx.operator.watch` says why).
+"""The list-and-watch (`protocol`) over aiohttp, for the operator's event loop: its busiest
+streams (the jobs' pods and Leases) are decoded here, not by kopf (`phalanx.operator.cluster.watch`
+says why).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Why this order: the status write records the epoch before any of its pods exist,
 killed half-way resumes the same epoch from status, and deterministic pod names make a repeated
 create a no-op. No epoch is skipped or repeated, and no pod is duplicated.
 
-Creates the watch has not shown yet are not repeated (`expectations`).
+Creates the watch has not shown yet are not repeated (`expectations`). The requests themselves
+are the cluster room's (`cluster.writer`): this module only dispatches a plan's actions.
 
 A create the API server refuses as Invalid (422), or a pod its PodSecurity admission does not
 admit (403), is not an API hiccup: the same request would be refused again. It becomes a
@@ -19,24 +20,21 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, assert_never
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
-from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
-from phalanx.operator import builder, job_events, planner, slow_start, status_write, writes
-from phalanx.operator.answers import ChildRefusedError, discard, refusable, tolerate
-from phalanx.operator.builder.children import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from phalanx.models.job import TrainingJob
+from phalanx.operator import builder, planner
+from phalanx.operator.cluster.answers import ChildRefusedError, refusable
+from phalanx.operator.cluster.kube import ApiClient
+from phalanx.operator.cluster.kueue import Workloads
+from phalanx.operator.cluster.writer import ClusterWriter
 from phalanx.operator.expectations import EXPECTATION_SECONDS, Expectations, JobKey
-from phalanx.operator.kueue import Workloads
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import (
     Action,
@@ -57,7 +55,6 @@ from phalanx.operator.planner import (
     Plan,
     ReleaseQuota,
 )
-from phalanx.operator.report_leases import drop_reports, grant_shards
 
 log = logging.getLogger(__name__)
 POD_CREATIONS = (CreateNodePod, CreateStandbyPod)
@@ -76,33 +73,25 @@ class Applied:
 
 
 class Executor:
-    """Carries out plans with a `kubernetes` client, for every job: `for_job` binds it to one.
-    Used from worker threads."""
+    """Carries out plans for every job (`for_job` binds it to one), from worker threads: each
+    action dispatched to the cluster room (`ClusterWriter`, `Workloads`) with the builders'
+    manifests, what was sent and not yet seen remembered (`expectations`)."""
 
     def __init__(
-        self, api: k8s.ApiClient, build: builder.BuildSettings, metrics: OperatorMetrics,
+        self, api: ApiClient, build: builder.BuildSettings, metrics: OperatorMetrics,
         expectation_seconds: float = EXPECTATION_SECONDS,
     ) -> None:  # fmt: skip
-        self.api = api
-        self.core = k8s.CoreV1Api(api)
-        self.custom = k8s.CustomObjectsApi(api)
-        self.rbac = k8s.RbacAuthorizationV1Api(api)
-        self.coordination = k8s.CoordinationV1Api(api)
+        self.cluster = ClusterWriter(api, socket.gethostname())
         self.workloads = Workloads(api, build)
         self.build = build
         self.metrics = metrics
-        self.instance = socket.gethostname()
         self._published: dict[JobKey, str] = {}
         """The last assignment written per job: the plan repeats it until the epoch launched."""
         self.expectations = Expectations(expectation_seconds)
-        self._creates = ThreadPoolExecutor(slow_start.MAX_IN_FLIGHT, "pod-create")
-        """Sends a plan's pod creates, many at once (`slow_start`)."""
 
     def api_seconds(self) -> float:
-        """Seconds the calling thread's requests have waited for the API server, all told (0
-        with a client that does not count them)."""
-        spent: Callable[[], float] | None = getattr(self.api, "spent", None)
-        return spent() if spent is not None else 0.0
+        """Seconds the calling thread's requests have waited for the API server, all told."""
+        return self.cluster.api_seconds()
 
     def forget(self, key: JobKey) -> None:
         """A job is gone (or its loop stopped): drop what was remembered of it."""
@@ -121,7 +110,8 @@ class Executor:
         """Carry out `plan` for the job read as `raw`; its events happened `now`."""
         written = None
         for write in plan.of_type(PatchStatus):
-            written = self._write_status(raw, job, write)
+            written = self.cluster.write_status(raw, job, write.status)
+            self.metrics.job_status(_ns(job), job.metadata.name or "", job.status, write.status)
         uses_podgroup = bool(plan.of_type(EnsurePodGroup))
         refused = None
         for step in _steps(plan.actions):
@@ -131,8 +121,7 @@ class Executor:
                 if isinstance(step[0], POD_CREATIONS):
                     self._apply_env(job)  # the pods read it when they start
                     pods = [self._pod(job, action, uses_podgroup) for action in step]
-                    slow_start.run([partial(self._create_pod, job, pod) for pod in pods],
-                                   self._creates, self._waited)  # fmt: skip
+                    self.cluster.create_all([partial(self._create_pod, job, p) for p in pods])
                 else:
                     self._act(job, step[0])
             except ChildRefusedError as error:
@@ -141,7 +130,7 @@ class Executor:
                     "job %s/%s: the API server refused %s", _ns(job), job.metadata.name, error
                 )
         for event in plan.events:
-            job_events.emit(self.api, raw, event, now, self.instance)
+            self.cluster.emit(raw, event, now)
         return Applied(written, refused)
 
     def _pod(self, job: TrainingJob, action: Action, uses_podgroup: bool) -> Manifest:
@@ -173,12 +162,6 @@ class Executor:
                 )
         raise TypeError(f"not a pod creation: {action!r}")
 
-    def _waited(self, seconds: float) -> None:
-        """A batch of creates on other threads was waited for: the API server's time."""
-        count: Callable[[float], None] | None = getattr(self.api, "count", None)
-        if count is not None:
-            count(seconds)
-
     def _act(self, job: TrainingJob, action: Action) -> None:
         match action:
             case DeletePods(names=names, force=force, reported=reported):
@@ -186,7 +169,7 @@ class Executor:
             case EnsureChildren(epoch=epoch):
                 self._ensure_children(job, epoch)
             case EnsurePodGroup(min_member=size):
-                self._ensure_pod_group(job, size)
+                self.cluster.ensure_pod_group(job, builder.pod_group(job, size), size)
             case EnsureWorkload() as wanted:
                 refusable(job, "Workload", wanted.name, lambda: self.workloads.ensure(job, wanted))
             case ReleaseQuota(name=name, message=message):
@@ -203,7 +186,7 @@ class Executor:
                     for part, part_seconds in parts:
                         self.metrics.recovery_part.labels(part).observe(part_seconds)
             case DeleteJob():
-                self._delete_job(job)
+                self.cluster.delete_job(job)
             case AssignEpoch(epoch=epoch, nodes=nodes, ranks=ranks):
                 self._assign(job, epoch, nodes, ranks)
             case PatchStatus() | EmitEvent() | CreateNodePod() | CreateStandbyPod():
@@ -211,48 +194,20 @@ class Executor:
             case _:
                 assert_never(action)
 
-    def _write_status(self, raw: Mapping[str, Any], job: TrainingJob, write: PatchStatus) -> str:
-        version = status_write.replace(self.custom, raw, job, write.status)
-        self.metrics.job_status(_ns(job), job.metadata.name or "", job.status, write.status)
-        return version
-
-    def _create(self, job: TrainingJob, manifest: Manifest) -> bool:
-        """Create if absent (409 is success: returns False, it existed); a refusal of the object
-        itself (422, or a pod PodSecurity admission does not admit) raises ChildRefusedError."""
-        kind, name = manifest["kind"], manifest["metadata"]["name"]
-        try:
-            refusable(job, kind, name, lambda: writes.create(self.api, _ns(job), manifest))
-        except ApiException as error:
-            tolerate(error, 409)
-            return False
-        return True
-
     def _apply_env(self, job: TrainingJob) -> None:
         """The job's env ConfigMap (`builder.env_config_map`) as its spec says now, before pods
         that read it when they start: once per plan that creates pods, so that a spec changed
         while the job runs (spec.checkpoint, spec.trainer, spec.nccl) reaches the next epoch's
         pods, as it did when every variable was on the pod, and one deleted by hand is made
-        again before a pod misses it (its container would not start: CreateContainerConfigError).
-        A server-side apply: made, or made so, in one request."""
-        manifest = builder.env_config_map(job, self.build)
-        apply = partial(writes.apply, self.api, _ns(job), manifest, writes.FIELD_MANAGER)
-        refusable(job, "ConfigMap", manifest["metadata"]["name"], apply)
+        again before a pod misses it (its container would not start: CreateContainerConfigError)."""
+        self.cluster.apply(job, builder.env_config_map(job, self.build))
 
     def _create_pod(self, job: TrainingJob, manifest: Manifest) -> None:
         key, name = _key(job), manifest["metadata"]["name"]
         if self.expectations.pod_expected(key, name):
             return  # created by an earlier reconcile; the watch has not shown it yet
-        self._create(job, manifest)
+        self.cluster.create(job, manifest)
         self.expectations.pod_created(key, name)
-
-    def _ensure_pod_group(self, job: TrainingJob, min_member: int) -> None:
-        """The job's PodGroup, created once; its minMember set to the epoch's size after."""
-        manifest = builder.pod_group(job, min_member)
-        args = (PODGROUP_GROUP, PODGROUP_VERSION, _ns(job), PODGROUP_PLURAL)
-        if not self._create(job, manifest):
-            self.custom.patch_namespaced_custom_object(
-                *args, manifest["metadata"]["name"], {"spec": {"minMember": min_member}}
-            )
 
     def _ensure_children(self, job: TrainingJob, epoch: int | None = None) -> None:
         """The job's Service, ServiceAccount, Role, RoleBinding, heartbeat and report Leases and
@@ -262,9 +217,8 @@ class Executor:
         needs more report shards (a Role that existed is made to grant them); every time
         without `epoch` (one was found missing). Not once per epoch: a restart that made them
         again sent six creates the API server answered 409, one after another before the
-        epoch's pods (a storm of 108 restarts: 648 of its 1 620 requests). A child deleted by
-        hand is made again by the next operator (a restart, or the leader's successor). The
-        report Leases (one per rank past the first 8) go in batches, as the pods do."""
+        epoch's pods. A child deleted by hand is made again by the next operator (a restart, or
+        the leader's successor)."""
         key, again = _key(job), epoch is None
         ensured = (job.metadata.uid or "", builder.report_shard_count(job))
         if not again and self.expectations.children_made(key, ensured):
@@ -274,18 +228,7 @@ class Executor:
             builder.role(job), builder.role_binding(job), builder.heartbeat_lease(job),
             builder.disruption_budget(job),
         )  # fmt: skip
-
-        def ensure(manifest: Manifest) -> None:
-            if not self._create(job, manifest) and manifest["kind"] == "Role":
-                grant_shards(self.rbac, job)
-
-        # All at once: none needs another to exist (a RoleBinding names its Role and account,
-        # and the pods that need the account come after). One after another, a new job's
-        # first reconcile waited six round trips before its first pod.
-        slow_start.together([partial(ensure, child) for child in children], self._creates,
-                            self._waited)  # fmt: skip
-        reports = [partial(self._create, job, m) for m in builder.report_leases(job)]
-        slow_start.run(reports, self._creates, self._waited)  # a Lease per rank: 1 993 at 2 000
+        self.cluster.ensure_children(job, children, builder.report_leases(job))
         if not again:
             self.expectations.children_created(key, ensured)
 
@@ -306,55 +249,17 @@ class Executor:
             return
         lease = builder.assignment_lease(job)
         lease["metadata"]["annotations"] = {labels.ASSIGNMENT: value}
-        name, ns = lease["metadata"]["name"], _ns(job)
-        # The Lease is made with the job's first assignment: one write, not a create and a
-        # patch. After this operator's restart a job's first publication finds it (one 409).
-        if key not in self._published and self._create(job, lease):
-            self._published[key] = value
-            return
-        body = {"metadata": {"annotations": {labels.ASSIGNMENT: value}}}
-        try:
-            discard(
-                self.coordination.patch_namespaced_lease(name, ns, body, _preload_content=False)
-            )
-        except ApiException as error:
-            tolerate(error, 404)
-            self._create(job, lease)  # deleted since: made again, with this assignment
+        self.cluster.publish(job, lease, value, first=key not in self._published)
         self._published[key] = value
 
     def _delete_pods(
         self, job: TrainingJob, names: tuple[str, ...], force: bool, reported: tuple[str, ...]
     ) -> None:
-        grace, key = 0 if force else None, _key(job)
-
-        def delete(name: str) -> None:
-            try:
-                discard(
-                    self.core.delete_namespaced_pod(
-                        name, _ns(job), grace_period_seconds=grace, _preload_content=False
-                    )
-                )
-            except ApiException as error:
-                tolerate(error, 404)
-
+        key = _key(job)
         due = [n for n in names if not self.expectations.delete_expected(key, n, force)]
         for name in due:  # the others were deleted by an earlier reconcile, not yet seen going
             self.expectations.pod_deleted(key, name, force)
-        slow_start.together([partial(delete, name) for name in due], self._creates, self._waited)
-        drop_reports(self.coordination, job, reported)
-
-    def _delete_job(self, job: TrainingJob) -> None:
-        try:
-            self.custom.delete_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                _ns(job),
-                PLURAL,
-                job.metadata.name or "",
-                propagation_policy="Background",
-            )
-        except ApiException as error:
-            tolerate(error, 404)
+        self.cluster.delete_pods(job, due, 0 if force else None, reported)
 
 
 @dataclass(frozen=True)
@@ -373,7 +278,7 @@ def _steps(actions: Sequence[Action]) -> list[list[Action]]:
     """The plan's actions in order, a run of pod creations as one step (sent in batches), and an
     epoch's assignment first: the pods it carries over start the epoch as soon as they read it,
     and they are most of a restart's pods; the retired pods' deletes and the new pods' creates
-    can follow (a storm's restart took 0.3-1.5 s to send those first)."""
+    can follow (a storm's restart took a second or so to send those first)."""
     steps: list[list[Action]] = []
     for action in sorted(actions, key=lambda a: not isinstance(a, AssignEpoch)):
         pod = isinstance(action, POD_CREATIONS)

@@ -28,9 +28,12 @@ from phalanx.models import labels
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.operator import observe
 from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL
+from phalanx.operator.cluster.kube import ServedGroup
+from phalanx.operator.cluster.pod_watch import LeaseWatch, PodWatch
+from phalanx.operator.cluster.status_write import JobGoneError, StatusConflictError
+from phalanx.operator.cluster.watch import JobIndex
 from phalanx.operator.essence import AnnotationProgressStorage, SpecDiffBaseStorage
 from phalanx.operator.execute import Applied, Executor
-from phalanx.operator.kube import ServedGroup
 from phalanx.operator.loops import JobLoops
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.observe import LeaseFacts
@@ -43,9 +46,6 @@ from phalanx.operator.planner import (
     plan,
 )
 from phalanx.operator.planner.congestion import LateAcknowledgements, acknowledged, assignment_out
-from phalanx.operator.pod_watch import LeaseWatch, PodWatch
-from phalanx.operator.status_write import JobGoneError, StatusConflictError
-from phalanx.operator.watch import JobIndex
 
 log = logging.getLogger(__name__)
 JobKey = tuple[str, str]
@@ -130,8 +130,8 @@ class Reconciler:
     def node_seen(self, view: NodeView) -> None:
         """A node changed; only its readiness and whether it is being taken away concern the
         jobs. One that got worse wakes the jobs with pods on it; one that got better wakes
-        every job (capacity for a job to grow, or to be placed). Waking all 1 000 jobs at each
-        of a storm's lost nodes queued the hit jobs' reconciles behind the others' (kwok)."""
+        every job (capacity for a job to grow, or to be placed). Waking every job at each of a
+        storm's lost nodes queued the hit jobs' reconciles behind the others'."""
         self._nodes[view.name] = view
         health = (view.ready, view.leaving)
         before = self._node_health.get(view.name, health)
@@ -148,9 +148,9 @@ class Reconciler:
 
     def _nodes_by_name(self, indexed: Collection[NodeView]) -> dict[str, NodeView]:
         """The nodes by name: kept as they are seen, not made from the index at each reconcile
-        (that was 5 % of the operator's CPU at 1 000 jobs on 1 008 nodes, py-spy). kopf tells
-        no handler of a deleted node: the index then holds fewer, and the map is made again
-        from it (a node seen but not yet indexed comes back once it is; one missing meanwhile
+        (a share of the operator's CPU at many jobs on many nodes: docs/figures.md, "CPU").
+        kopf tells no handler of a deleted node: the index then holds fewer, and the map is made
+        again from it (a node seen but not yet indexed comes back once it is; one missing meanwhile
         only looks not lost, `Observed.on_lost_node`)."""
         if len(indexed) != len(self._nodes):
             self._nodes = {n.name: self._nodes.get(n.name, n) for n in indexed}

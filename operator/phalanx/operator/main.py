@@ -8,23 +8,21 @@ import logging
 import socket
 import sys
 import threading
-import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import kopf
-from aiohttp import web
-from kubernetes import client as k8s
 from prometheus_client import start_http_server
 
-from phalanx.operator import allocator, kube, slow_start
+from phalanx.operator import allocator, slow_start
 from phalanx.operator.builder.children import PODGROUP_GROUP
 from phalanx.operator.builder.workload import KUEUE_GROUP, KUEUE_VERSION
+from phalanx.operator.cluster import kube
+from phalanx.operator.cluster.leader import LeaderElector, elector, own_namespace, standby_health
+from phalanx.operator.cluster.pod_watch import LeaseWatch, PodWatch
 from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler, register
-from phalanx.operator.leader import LeaderElector, own_namespace
 from phalanx.operator.metrics import OperatorMetrics
-from phalanx.operator.pod_watch import LeaseWatch, PodWatch
 from phalanx.operator.settings import OperatorSettings
 
 log = logging.getLogger("phalanx.operator")
@@ -46,26 +44,25 @@ async def serve(
     def stopped() -> bool:
         return stop_flag is not None and stop_flag.is_set()
 
-    elector = None
+    candidate = None
     if settings.leader_election:
-        owner = settings.leader_owner
-        elector = LeaderElector(
-            k8s.CoordinationV1Api(client), settings.leader_namespace or own_namespace(),
-            settings.leader_lease, settings.leader_identity or socket.gethostname(),
-            settings.election_times(), (k8s.CoreV1Api(client), owner) if owner else None,
+        candidate = elector(
+            client, settings.leader_namespace or own_namespace(), settings.leader_lease,
+            settings.leader_identity or socket.gethostname(), settings.election_times(),
+            settings.leader_owner,
         )  # fmt: skip
         async with standby_health(settings.liveness_endpoint):
-            if not await elector.acquire(stopped):
+            if not await candidate.acquire(stopped):
                 client.close()  # type: ignore[no-untyped-call]
                 return True
     metrics.leader.set(1)
     # kopf stops when its task is cancelled: by the stop flag or a lost Lease (`_hold`). Not a
     # kopf stop flag: after a SIGTERM, kopf waits 5 s for the waiter of a flag nobody sets.
-    may_act = elector.leading if elector is not None else (lambda: True)
+    may_act = candidate.leading if candidate is not None else (lambda: True)
     operate = asyncio.create_task(
         _operate(settings, metrics, client, configuration, ready_flag, may_act)
     )
-    held = asyncio.create_task(_hold(elector, lambda: stopped() or operate.done()))
+    held = asyncio.create_task(_hold(candidate, lambda: stopped() or operate.done()))
     held.add_done_callback(lambda _: operate.cancel())
     try:
         with contextlib.suppress(asyncio.CancelledError):
@@ -73,15 +70,15 @@ async def serve(
     finally:
         kept = await held
         metrics.leader.set(0)
-        if elector is not None and kept:
-            await asyncio.to_thread(elector.release)
+        if candidate is not None and kept:
+            await asyncio.to_thread(candidate.release)
         client.close()  # type: ignore[no-untyped-call]
     return kept
 
 
 async def _operate(
-    settings: OperatorSettings, metrics: OperatorMetrics, client: k8s.ApiClient,
-    configuration: k8s.Configuration, ready_flag: Any, may_act: Callable[[], bool],
+    settings: OperatorSettings, metrics: OperatorMetrics, client: kube.ApiClient,
+    configuration: kube.Configuration, ready_flag: Any, may_act: Callable[[], bool],
 ) -> None:  # fmt: skip
     executor = Executor(client, settings.build_settings(), metrics)
     podgroups = kube.ServedGroup(client, PODGROUP_GROUP)
@@ -123,29 +120,6 @@ async def _hold(elector: LeaderElector | None, done: Callable[[], bool]) -> bool
     while not done():
         await asyncio.sleep(STOP_POLL_SECONDS)
     return True
-
-
-@contextlib.asynccontextmanager
-async def standby_health(endpoint: str | None) -> AsyncIterator[None]:
-    """While a replica stands by, its liveness endpoint answers: it is healthy, only not acting
-    (kopf serves the endpoint once it runs)."""
-    if not endpoint:
-        yield
-        return
-    url = urllib.parse.urlsplit(endpoint)
-
-    async def healthy(_: web.Request) -> web.Response:
-        return web.json_response({"standby": True})
-
-    app = web.Application()
-    app.router.add_get(url.path or "/", healthy)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, url.hostname, url.port).start()
-    try:
-        yield
-    finally:
-        await runner.cleanup()
 
 
 def main() -> None:

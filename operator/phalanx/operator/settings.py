@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from phalanx.operator.builder import BuildSettings
-from phalanx.operator.leader import ElectionTimes
+from phalanx.operator.cluster.leader import ElectionTimes
 from phalanx.operator.planner import PlannerConfig
 
 
@@ -63,10 +63,10 @@ class OperatorSettings(BaseSettings):
 
     api_workers: Annotated[int, Field(ge=1, le=256)] = 64
     """Threads for Kubernetes API calls, so reconciles of many jobs overlap. Each reconcile's
-    writes wait on the API server, not on the CPU: at 300 new jobs on 2 cores, 16 threads left
-    reconciles queued long enough (plans 30 s stale) to create 116 pods twice (409s); 64 none,
-    and the pods were all created 14 % sooner (bench/controlplane.py). A reconcile plans only
-    once one of them is free (`Reconciler`), and the API client keeps a connection for each."""
+    writes wait on the API server, not on the CPU: too few threads left reconciles queued long
+    enough to plan from stale state and create pods twice (docs/figures.md, "API threads"). A
+    reconcile plans only once one of them is free (`Reconciler`), and the API client keeps a
+    connection for each."""
 
     malloc_arenas: Annotated[int, Field(ge=0, le=1024)] = 2
     """Most glibc malloc arenas the process may use (`allocator.cap_arenas`); 0 keeps glibc's
@@ -75,8 +75,7 @@ class OperatorSettings(BaseSettings):
     malloc_mmap_threshold: Annotated[int, Field(ge=0, le=32 * 2**20)] = 128 * 2**10
     """Bytes from which glibc maps a block on its own, fixed (`allocator.fix_mmap_threshold`);
     0 keeps glibc's threshold, which rises as large blocks are freed and then leaves large
-    buffers' free space resident in the arenas (peak RSS at 1 000 jobs 265 and 272 MiB with
-    128 KiB, 293 and 298 MiB without)."""
+    buffers' free space resident in the arenas (docs/figures.md, "The operator's memory")."""
 
     leader_election: bool = False
     """Act only while holding the leader Lease (`leader_lease`), so that replicas stand by; the

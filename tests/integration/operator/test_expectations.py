@@ -26,11 +26,11 @@ from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import lease_name, node_pod_name
 from phalanx.models.report_shards import shard_lease
 from phalanx.operator.builder import BuildSettings, report_shard_count
+from phalanx.operator.cluster.pod_watch import LeaseIndex, PodIndex
 from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import CreateNodePod, DeletePods, EnsureChildren, Plan, PlannerConfig
-from phalanx.operator.pod_watch import LeaseIndex, PodIndex
 from tests.integration.operator.conftest import training_job
 from tests.support.controlplane import wait_until
 

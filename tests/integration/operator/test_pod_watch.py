@@ -1,4 +1,4 @@
-"""The operator's own pod and Lease watches (`phalanx.operator.pod_watch`) against the real API
+"""The operator's own pod and Lease watches (`phalanx.operator.cluster.pod_watch`) against the real API
 server: the first list, then the watch's changes into the jobs' indices (the stream itself:
 tests/integration/test_listwatch.py)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 from kubernetes import client as k8s
 
 from phalanx.models import labels
-from phalanx.operator import kube
-from phalanx.operator.pod_watch import LeaseWatch, PodWatch
+from phalanx.operator.cluster import kube
+from phalanx.operator.cluster.pod_watch import LeaseWatch, PodWatch
 from tests.support.controlplane import ControlPlane
 
 DEADLINE_SECONDS = 30.0

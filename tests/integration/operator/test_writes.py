@@ -1,4 +1,4 @@
-"""The executor's creates and applies sent as plain JSON (`phalanx.operator.writes`), against
+"""The executor's creates and applies sent as plain JSON (`phalanx.operator.cluster.writes`), against
 the real API server: what it stores, and its refusals raised as the generated client raises
 them."""
 
@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from phalanx.operator import writes
-from phalanx.operator.answers import api_message
+from phalanx.operator.cluster import writes
+from phalanx.operator.cluster.answers import api_message
 
 
 def _pod(name: str) -> dict[str, object]:

@@ -20,7 +20,7 @@ from phalanx.models.job import TrainingJob
 from phalanx.models.names import lease_name, service_account_name
 from phalanx.models.report_shards import report_lease
 from phalanx.operator import builder
-from phalanx.operator.answers import discard, tolerate
+from phalanx.operator.cluster.answers import discard, tolerate
 
 
 def grant_shards(rbac: k8s.RbacAuthorizationV1Api, job: TrainingJob) -> None:

@@ -16,6 +16,8 @@ from kubernetes import client as k8s
 from phalanx.kubeconfig import load_configuration
 
 __all__ = [
+    "ApiClient",
+    "Configuration",
     "KopfSessions",
     "ServedGroup",
     "TimedApiClient",
@@ -29,6 +31,12 @@ __all__ = [
     "load_configuration",
     "watch_streams",
 ]
+
+
+ApiClient = k8s.ApiClient
+"""The kubernetes client's type, for the rooms that hold one without importing `kubernetes`."""
+Configuration = k8s.Configuration
+"""The kubernetes client's credentials, likewise."""
 
 
 class TimedApiClient(k8s.ApiClient):
@@ -67,8 +75,7 @@ def api_client(configuration: k8s.Configuration, threads: int) -> TimedApiClient
 KOPF_REQUEST_CONNECTIONS = 64
 """kopf's own requests in flight at once (its events, and the finalizer it takes off jobs that
 an older operator put it on), beside its watch streams. Sized when every new job's loop waited
-for kopf's finalizer patch: at 300 new jobs, 16 left the pods all created in 47.9 s, 64 in
-30.0 s (bench/controlplane.py, kwok, this 2-core machine); no loop waits on kopf now."""
+for kopf's finalizer patch (docs/figures.md, "Connections"); no loop waits on kopf now."""
 
 
 def watch_streams(namespaces: list[str]) -> int:
@@ -92,9 +99,8 @@ def aiohttp_session(configuration: k8s.Configuration, limit: int) -> aiohttp.Cli
 def kopf_session(configuration: k8s.Configuration, namespaces: list[str]) -> kopf.AiohttpSession:
     """kopf's login: the same credentials (`connection_info`), in a session whose connections
     are bounded. kopf's own session has no bound: new jobs' finalizer patches (when its daemons
-    needed them) at once opened a TLS connection each, kept open with a 128 KiB buffer each (612
-    of them, 77 MiB of the operator's heap at 300 new jobs, tracemalloc; peak RSS at 1 000 jobs
-    597 -> 315 MiB with the executor's pool below). A stream a watch holds is a connection: the
+    needed them) at once opened a TLS connection each, kept open with a buffer each
+    (docs/figures.md, "The operator's memory"). A stream a watch holds is a connection: the
     bound leaves room for every watch and `KOPF_REQUEST_CONNECTIONS` requests besides (a glob
     among `namespaces` may match more namespaces than it counts: then no bound)."""
     limit = 0 if has_patterns(namespaces) else watch_streams(namespaces) + KOPF_REQUEST_CONNECTIONS

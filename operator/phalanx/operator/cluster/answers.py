@@ -26,8 +26,8 @@ validation (a 400 that names the field: 'unknown field "spec.containers[0].resou
 def discard(answer: object) -> None:
     """Read and let go of an answer asked for with `_preload_content=False`: the executor's
     writes need only their status (an error status raises ApiException before this, its body
-    read). Turning a created pod's JSON into the client's model objects was a third of the CPU
-    its create cost (py-spy at 300 jobs on kwok, `bench.controlplane`)."""
+    read). Turning a created pod's JSON into the client's model objects was much of the CPU its
+    create cost (docs/figures.md, "CPU")."""
     if isinstance(answer, urllib3.HTTPResponse):
         answer.read()
         answer.release_conn()

@@ -10,9 +10,9 @@ from typing import Any
 from kubernetes import client as k8s
 
 from phalanx.operator import observe
+from phalanx.operator.cluster.watch import JobIndex, JobKey, ListWatch, Resource
 from phalanx.operator.observe import LeaseFacts
 from phalanx.operator.planner import PodView
-from phalanx.operator.watch import JobIndex, JobKey, ListWatch, Resource
 
 PODS = Resource("/api/v1", "pods")
 LEASES = Resource("/apis/coordination.k8s.io/v1", "leases")

@@ -3,9 +3,8 @@ agents write: kopf bypassed for them.
 
 Why not kopf's indices: every event went through kopf's machinery (a queue and a worker task
 per object, a Body and a cause, the index's handler invocation) before Phalanx saw it. Pods are
-most of the operator's events: 8 221 of its 10 098 at 300 new jobs, about three per pod (made,
-bound, Running), and in a GIL profile of that run kopf's watch and processing took about 18 %
-of the operator's samples beside the JSON decoding itself (`bench.controlplane`, kwok). The
+most of the operator's events, about three per pod (made, bound, Running), and kopf's watch and
+processing of them cost more than the JSON decoding itself (docs/figures.md, "CPU"). The
 Leases are the rest and more once the jobs run: each job's rank 0 renews its heartbeat every
 2 s and every agent reports each epoch's phases. Here an event is decoded, made the planner's
 view (`observe`), and stored, as client-go's informers do; the stream itself (paged lists,
@@ -29,7 +28,7 @@ from kubernetes import client as k8s
 from phalanx.listwatch import aio
 from phalanx.listwatch.protocol import Change, ObjectKey, Query, Resource
 from phalanx.models import labels
-from phalanx.operator import kube
+from phalanx.operator.cluster import kube
 
 __all__ = ["JobIndex", "JobKey", "ListWatch", "ObjectKey", "Resource"]
 

@@ -3,10 +3,9 @@
 Why: `kubernetes` 35+ wraps every API method in pydantic's `validate_call`, which turns a
 manifest given as a dict into the client's model objects (a `V1Pod`, every container and env
 entry), and its serializer turns them back into a dict before sending. For a pod that round
-trip cost more than the request itself: 9 % of the operator's CPU while it created 2 400 pods
-(py-spy at 300 jobs on kwok, `bench.controlplane`), and the executor creates every pod, its
-report Leases and a job's other children. The manifests are the builder's plain dicts; the API
-server validates them anyway, and refuses what it would not store (422) as before.
+trip cost more than the request itself (docs/figures.md, "CPU"), and the executor creates every
+pod, its report Leases and a job's other children. The manifests are the builder's plain dicts;
+the API server validates them anyway, and refuses what it would not store (422) as before.
 
 Every create asks for strict field validation (`fieldValidation=Strict`, as `kubectl apply`
 does by default): the pod template is the user's own (the CRD keeps its unknown fields), and

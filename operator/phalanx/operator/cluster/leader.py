@@ -20,15 +20,18 @@ or release the Lease, exits the process on a bad setting, and logs every retry a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -205,3 +208,41 @@ def own_namespace() -> str:
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
     except OSError:
         return "default"
+
+
+def elector(
+    client: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    identity: str,
+    times: ElectionTimes,
+    owner: str | None,
+) -> LeaderElector:
+    """A candidate for the Lease `namespace/name` with `client`; `owner`: the ServiceAccount
+    that owns the Lease it creates (`LeaderElector.owner`)."""
+    owned = (k8s.CoreV1Api(client), owner) if owner else None
+    coordination = k8s.CoordinationV1Api(client)
+    return LeaderElector(coordination, namespace, name, identity, times, owned)
+
+
+@contextlib.asynccontextmanager
+async def standby_health(endpoint: str | None) -> AsyncIterator[None]:
+    """While a replica stands by, its liveness endpoint answers: it is healthy, only not acting
+    (kopf serves the endpoint once it runs)."""
+    if not endpoint:
+        yield
+        return
+    url = urllib.parse.urlsplit(endpoint)
+
+    async def healthy(_: web.Request) -> web.Response:
+        return web.json_response({"standby": True})
+
+    app = web.Application()
+    app.router.add_get(url.path or "/", healthy)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, url.hostname, url.port).start()
+    try:
+        yield
+    finally:
+        await runner.cleanup()

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from phalanx.models.events import JobEvent
 from phalanx.models.names import event_name_prefix
-from phalanx.operator import writes
+from phalanx.operator.cluster import writes
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-operator"
