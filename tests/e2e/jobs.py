@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.jobs import job_manifest
+
 IMAGE = "phalanx/trainer:0.1.0"
 
 
@@ -22,18 +24,17 @@ def training_job(name: str, *, steps: int, nodes: tuple[int, int] = (2, 3), npro
     }  # fmt: skip
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
-    return {
-        "apiVersion": "phalanx.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": nodes[0], "max": nodes[1]},
-            "nprocPerNode": nproc,
-            "parallelism": {"tensor": tensor},
-            "checkpoint": {"dir": f"/checkpoints/{name}", "intervalSteps": 10, "keep": 3},
-            "trainer": {"steps": steps, "globalBatchSize": 12, "sharding": sharding},
-            "failurePolicy": {"hangTimeoutSeconds": 10, "scheduleTimeoutSeconds": 15,
-                              **(failure_policy or {})},
-            "template": {"spec": {"containers": [container]}},
+    return job_manifest(
+        name,
+        replicas={"min": nodes[0], "max": nodes[1]},
+        nprocPerNode=nproc,
+        parallelism={"tensor": tensor},
+        checkpoint={"dir": f"/checkpoints/{name}", "intervalSteps": 10, "keep": 3},
+        trainer={"steps": steps, "globalBatchSize": 12, "sharding": sharding},
+        failurePolicy={
+            "hangTimeoutSeconds": 10,
+            "scheduleTimeoutSeconds": 15,
+            **(failure_policy or {}),
         },
-    }  # fmt: skip
+        template={"spec": {"containers": [container]}},
+    )

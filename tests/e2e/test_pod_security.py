@@ -14,6 +14,7 @@ from typing import Any
 from phalanx.models import labels
 from tests.e2e.cluster import KindCluster, wait_for
 from tests.e2e.user_programs import USER_IMAGE
+from tests.support.jobs import job_manifest
 
 LOOP = "import time\nfor step in range(120):\n    time.sleep(0.25)\nprint('done')\n"
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000,
@@ -28,15 +29,9 @@ def job(name: str, restricted: bool) -> dict[str, Any]:
     if restricted:
         template["securityContext"] = RESTRICTED_POD
         container["securityContext"] = RESTRICTED_CONTAINER
-    return {
-        "apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": 2, "max": 2}, "nprocPerNode": 1, "spares": 1,
-            "checkpoint": {"dir": "/tmp/checkpoints"},
-            "template": {"spec": template},
-        },
-    }  # fmt: skip
+    checkpoint = {"dir": "/tmp/checkpoints"}
+    spec = {"replicas": {"max": 2}, "spares": 1, "checkpoint": checkpoint}
+    return job_manifest(name, template={"spec": template}, **spec)
 
 
 def refusals(kind: KindCluster, namespace: str) -> list[str]:

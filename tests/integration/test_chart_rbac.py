@@ -30,14 +30,14 @@ from kubernetes import config as k8s_config
 from kubernetes import utils as k8s_utils
 from kubernetes.client.exceptions import ApiException
 
-from phalanx.operator import kube, status_write
-from phalanx.operator.main import run_in_thread
+from phalanx.operator.cluster import kube, status_write
 from phalanx.operator.metrics import OperatorMetrics
 from tests.integration.operator.conftest import Cluster, operator_settings, training_job
 from tests.support.apiserver import running_api
 from tests.support.chart import CHART, Helm, Manifest, build_helm, of_kind
 from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
+from tests.support.operator_process import operator_thread
 from tests.support.rbac import grant, grant_jobs, identity
 
 SMOKE_TEST = CHART / "files/smoke-test.py"
@@ -169,9 +169,7 @@ def test_the_operator_runs_a_job_through_its_life_with_only_the_charts_rights(
     )
     settings = operator_settings(control_plane, namespace, kubeconfig=kubeconfig)
     metrics = OperatorMetrics()
-    thread, stop, ready = run_in_thread(settings, metrics)
-    try:
-        wait_until(ready.is_set, 30, "the operator to be ready")
+    with operator_thread(settings, metrics):
         cluster = Cluster(namespace, kube_client, kubelet, metrics, settings)
         cluster.custom.create_namespaced_custom_object(
             "phalanx.dev", "v1alpha1", namespace, "trainingjobs",
@@ -209,15 +207,11 @@ def test_the_operator_runs_a_job_through_its_life_with_only_the_charts_rights(
         # a job whose status write is refused is read, to tell deleted from changed
         with k8s_config.new_client_from_config(config_file=str(kubeconfig)) as as_operator:
             assert status_write.gone(k8s.CustomObjectsApi(as_operator), namespace, "rbac")
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-    assert not thread.is_alive(), "the operator did not stop"
     assert not refusals(caplog), "\n".join(refusals(caplog))
 
 
 def assert_children_exist(api: k8s.ApiClient, namespace: str, job: str) -> None:
-    """What _ensure_children created with the operator's identity."""
+    """What the cluster room's ensure_children created with the operator's identity."""
     core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
     account = core.read_namespaced_service_account(f"{job}-phalanx", namespace)
     role = rbac.read_namespaced_role(f"{job}-phalanx", namespace)

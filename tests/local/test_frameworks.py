@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.jobs import job_manifest
 from tests.support.local import ROOT, event_reasons, phalanx
 
 EXAMPLES = ROOT / "deploy" / "examples"
@@ -26,16 +27,12 @@ STEPS = 40
 
 
 def job(tmp_path: Path, name: str, argv: list[str]) -> Path:
-    manifest = {
-        "apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": 2, "max": 2}, "nprocPerNode": 1,
-            "checkpoint": {"dir": f"/checkpoints/{name}"},
-            "template": {"spec": {"containers": [
-                {"name": "train", "image": "user/own:1", "args": argv}]}},
-        },
-    }  # fmt: skip
+    manifest = job_manifest(
+        name,
+        replicas={"max": 2},
+        checkpoint={"dir": f"/checkpoints/{name}"},
+        container={"name": "train", "image": "user/own:1", "args": argv},
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(manifest))
     return path

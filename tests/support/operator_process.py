@@ -1,5 +1,6 @@
-"""The operator as a real process (`python -m phalanx.operator`), so a test can kill it or scrape
-its own /metrics endpoint."""
+"""The operator for a test: as a real process (`python -m phalanx.operator`), so a test can kill
+it or scrape its own /metrics endpoint, or in a thread of the test's own process (its metrics
+and settings at hand). The one way each is started and stopped."""
 
 from __future__ import annotations
 
@@ -11,7 +12,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.controlplane import ControlPlane
+from phalanx.operator.main import run_in_thread
+from phalanx.operator.metrics import OperatorMetrics
+from phalanx.operator.settings import OperatorSettings
+from tests.support.controlplane import ControlPlane, wait_until
+
+READY_SECONDS = 30.0
+"""How long an operator may take to be ready, and to stop."""
+
+
+@contextmanager
+def operator_thread(settings: OperatorSettings, metrics: OperatorMetrics) -> Iterator[None]:
+    """An operator with `settings` in a thread of this process, ready before the block runs;
+    stopped after it, which it must be within READY_SECONDS."""
+    thread, stop, ready = run_in_thread(settings, metrics)
+    try:
+        wait_until(ready.is_set, READY_SECONDS, "the operator to be ready")
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=READY_SECONDS)
+    assert not thread.is_alive(), "the operator did not stop"
 
 
 @contextmanager

@@ -9,6 +9,8 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from tests.support.jobs import job_manifest
+
 TRAININGJOB_RULES = [
     k8s.V1PolicyRule(
         api_groups=["phalanx.dev"],
@@ -110,13 +112,7 @@ def grant(
 
 
 def manifest(name: str, **spec: Any) -> dict[str, Any]:
-    """A small valid TrainingJob body (without apiVersion and kind, which the API adds)."""
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": 2, "max": 4},
-            "checkpoint": {"dir": "/ckpt"},
-            "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-            **spec,
-        },
-    }
+    """A small valid TrainingJob body (`job_manifest`) without apiVersion and kind, which the
+    API service adds."""
+    body = job_manifest(name, **spec)
+    return {"metadata": body["metadata"], "spec": body["spec"]}

@@ -23,20 +23,14 @@ from phalanx.models import TrainingJob
 from phalanx.operator.planner import memory
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.model import ModelConfig, TinyLM
+from tests.support.jobs import job_model
 
 PROBE = Path(__file__).resolve().parents[1] / "scripts" / "memory_probe.py"
 TOLERANCE = 0.05
 
 
 def job(sharding: str) -> TrainingJob:
-    return TrainingJob.model_validate({
-        "metadata": {"name": "j"},
-        "spec": {
-            "replicas": {"min": 1, "max": 4}, "checkpoint": {"dir": "/c"},
-            "trainer": {"sharding": sharding},
-            "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}},
-        },
-    })  # fmt: skip
+    return job_model(replicas={"min": 1}, trainer={"sharding": sharding})
 
 
 def test_the_reference_model_in_the_planner_is_the_trainers() -> None:

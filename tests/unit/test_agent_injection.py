@@ -15,23 +15,19 @@ import pytest
 from phalanx.models import TrainingJob, labels
 from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
 from phalanx.operator.builder.agent import AGENT_DIR, AGENT_FILE, BUNDLED_AT, INIT_CONTAINER
+from tests.support.jobs import job_model
 from tests.support.manifests import REPO_ROOT
 
 INJECTING = BuildSettings(agent_image="registry/phalanx/controlplane:0.1.0")
 
 
 def job(container: dict[str, object], **spec: object) -> TrainingJob:
-    return TrainingJob.model_validate({
-        "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
-        "spec": {
-            "replicas": {"min": 1, "max": 2}, "checkpoint": {"dir": "/c"},
-            "template": {"spec": {"containers": [
-                {"name": "train", "image": "user/own:1", **container},
-                {"name": "sidecar", "image": "busybox", "command": ["sleep", "inf"]},
-            ]}},
-            **spec,
-        },
-    })  # fmt: skip
+    template = {"spec": {"containers": [
+        {"name": "train", "image": "user/own:1", **container},
+        {"name": "sidecar", "image": "busybox", "command": ["sleep", "inf"]},
+    ]}}  # fmt: skip
+    spec = {"replicas": {"min": 1, "max": 2}, "template": template, **spec}
+    return job_model(metadata={"uid": "u"}, **spec)
 
 
 def test_an_injected_pod_runs_the_users_command_and_args_under_the_agent() -> None:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from phalanx.server.history import JobHistory
+from tests.support.jobs import job_manifest
 
 KEY = ("ns", "job")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -16,7 +17,7 @@ def job(epoch: int, world_size: int, step: int | None = None, progress_epoch: in
     status: dict[str, Any] = {"phase": "Running", "epoch": epoch, "worldSize": world_size}
     if step is not None:
         status["progress"] = {"epoch": progress_epoch or epoch, "step": step, "loss": 1.0}
-    return {"metadata": {"namespace": "ns", "name": "job"}, "status": status}
+    return job_manifest("job", namespace="ns", status=status)
 
 
 def test_a_point_per_change_and_none_for_an_unchanged_status() -> None:

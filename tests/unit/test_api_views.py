@@ -9,14 +9,12 @@ import pytest
 
 from phalanx.control import views
 from phalanx.control.errors import BadRequestError
+from tests.support.jobs import job_manifest
 
 
 def job(namespace: str, name: str, phase: str | None = None, **labels: str) -> dict[str, Any]:
-    return {
-        "metadata": {"namespace": namespace, "name": name, "labels": labels},
-        "spec": {},
-        "status": {"phase": phase} if phase else {},
-    }
+    status = {"phase": phase} if phase else {}
+    return job_manifest(name, namespace=namespace, metadata={"labels": labels}, status=status)
 
 
 JOBS = [

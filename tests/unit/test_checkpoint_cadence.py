@@ -20,6 +20,7 @@ from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.status import CheckpointRef, TrainingJobStatus
 from phalanx.progress import Reporter
 from phalanx.resume.settings import CheckpointSettings, SettingsError
+from tests.support.jobs import job_model
 
 
 def _ref(step: int, previous: int | None = None) -> CheckpointRef:
@@ -29,12 +30,9 @@ def _ref(step: int, previous: int | None = None) -> CheckpointRef:
 
 
 def _job(status: TrainingJobStatus | None, interval: int = 100) -> TrainingJob:
-    return TrainingJob.model_validate({
-        "metadata": {"name": "j", "namespace": "ns"},
-        "spec": {"replicas": {"min": 1, "max": 2}, "checkpoint": {"dir": "/ckpt", "intervalSteps": interval},
-                 "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
-        "status": status.model_dump(by_alias=True, exclude_none=True) if status else None,
-    })  # fmt: skip
+    stored = status.model_dump(by_alias=True, exclude_none=True) if status else None
+    checkpoint = {"intervalSteps": interval}
+    return job_model(replicas={"min": 1, "max": 2}, checkpoint=checkpoint, status=stored)
 
 
 def test_the_status_learns_the_cadence_from_reported_checkpoints() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from phalanx.operator.loops import JobLoops
+from tests.support.jobs import job_manifest
 
 KEY = ("ns", "j")
 DEADLINE_SECONDS = 5.0
@@ -40,10 +41,10 @@ class Reconciler:
 
 
 def _job(version: str, deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "j", "namespace": "ns", "resourceVersion": version}
+    meta: dict[str, Any] = {"resourceVersion": version}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-29T09:00:00Z"
-    return {"metadata": meta}
+    return job_manifest(namespace="ns", metadata=meta)
 
 
 async def _reconciled(reconciler: Reconciler) -> None:

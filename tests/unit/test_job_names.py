@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from phalanx.models import ObjectMeta, TrainingJob, crdgen, field_errors, names
 from phalanx.operator import builder
 from phalanx.operator.builder.env import master_addr
+from tests.support.jobs import job_manifest
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(rf"{DNS1123_LABEL.pattern}(\.{DNS1123_LABEL.pattern})*")
@@ -31,19 +32,11 @@ def fits(value: str, pattern: re.Pattern[str], limit: int = 63) -> bool:
 
 
 def manifest(**metadata: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "phalanx.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": metadata,
-        "spec": {
-            "replicas": {"min": 1, "max": names.MAX_NODES},
-            "checkpoint": {"dir": "/ckpt"},
-            "spares": 3,
-            "gang": True,
-            "schedulerName": "scheduler-plugins-scheduler",
-            "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-        },
-    }
+    """The job with the most children whose names carry the job's (`job_manifest`)."""
+    name = metadata.pop("name", None)
+    replicas = {"min": 1, "max": names.MAX_NODES}
+    gang = {"gang": True, "schedulerName": "scheduler-plugins-scheduler"}
+    return job_manifest(name, metadata=metadata, replicas=replicas, spares=3, **gang)
 
 
 def refusal(**metadata: Any) -> list[str]:

@@ -15,16 +15,14 @@ from phalanx.local.executor import LocalExecutor
 from phalanx.local.launch import Workdir, expand, node_launch, runs_agent
 from phalanx.models import TrainingJob, env
 from phalanx.operator.planner import CreateStandbyPod, Plan
+from tests.support.jobs import job_manifest
 from tests.unit.planner.builders import T0
 
 
 def _job(nproc: int = 1, **container: Any) -> TrainingJob:
-    return TrainingJob.model_validate({
-        "metadata": {"name": "s"},
-        "spec": {"replicas": {"min": 2, "max": 3}, "nprocPerNode": nproc,
-                 "checkpoint": {"dir": "/ckpt"},
-                 "template": {"spec": {"containers": [{"name": "t", "image": "i", **container}]}}},
-    })  # fmt: skip
+    return TrainingJob.model_validate(
+        job_manifest("s", replicas={"max": 3}, nprocPerNode=nproc, container=container)
+    )
 
 
 @pytest.mark.parametrize(

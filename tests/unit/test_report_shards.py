@@ -20,6 +20,7 @@ from phalanx.models.report_shards import (
     shards_for,
 )
 from phalanx.operator import builder, observe
+from tests.support.jobs import job_model
 
 N, S, OWN = REPORTS_PER_LEASE, SHARED_RANKS, OWN_LEASES
 PAST_OWN = OWN - S + 1
@@ -57,13 +58,8 @@ def test_shards_cover_every_rank_and_every_named_pod() -> None:
 
 
 def job(max_nodes: int, spares: int = 0, status: dict[str, Any] | None = None) -> TrainingJob:
-    return TrainingJob.model_validate({
-        "metadata": {"name": "llm", "namespace": "ns", "uid": "u"},
-        "spec": {"replicas": {"min": 1, "max": max_nodes}, "spares": spares,
-                 "checkpoint": {"dir": "/c"},
-                 "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}},
-        **({"status": status} if status else {}),
-    })  # fmt: skip
+    replicas = {"min": 1, "max": max_nodes}
+    return job_model("llm", metadata={"uid": "u"}, replicas=replicas, spares=spares, status=status)
 
 
 def granted(manifest: dict[str, Any]) -> list[str]:

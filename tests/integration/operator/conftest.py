@@ -11,11 +11,12 @@ import pytest
 from kubernetes import client as k8s
 
 from phalanx.models.job import GROUP, PLURAL, VERSION
-from phalanx.operator.main import run_in_thread
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.settings import OperatorSettings
 from tests.support.controlplane import ControlPlane, wait_until
+from tests.support.jobs import job_manifest
 from tests.support.kubelet import FakeKubelet
+from tests.support.operator_process import operator_thread
 
 NCCL_DEFAULTS = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}
 
@@ -108,28 +109,11 @@ class Cluster:
 
 
 def training_job(name: str, **spec: Any) -> dict[str, Any]:
-    """A TrainingJob manifest: min 2, max 4, nprocPerNode 2 unless overridden."""
-    base: dict[str, Any] = {
-        "replicas": {"min": 2, "max": 4},
-        "nprocPerNode": 2,
-        "checkpoint": {"dir": "/ckpt"},
-        "failurePolicy": {"backoff": {"initialSeconds": 1, "maxSeconds": 2}},
-        "template": {
-            "spec": {"containers": [{"name": "trainer", "image": "phalanx/trainer:test"}]}
-        },
-    }
-    for key, value in spec.items():
-        base[key] = (
-            {**base[key], **value}
-            if isinstance(value, dict) and isinstance(base.get(key), dict)
-            else value
-        )
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": base,
-    }
+    """A TrainingJob manifest (`job_manifest`) with nprocPerNode 2 and a short backoff (the
+    operator's restarts come within the tests' waits) unless overridden."""
+    backoff = {"initialSeconds": 1, "maxSeconds": 2}
+    spec = {"nprocPerNode": 2, "failurePolicy": {"backoff": backoff}, **spec}
+    return job_manifest(name, container={"image": "phalanx/trainer:test"}, **spec)
 
 
 def operator_settings(
@@ -167,11 +151,5 @@ def cluster(
     """A running operator watching a fresh namespace, and the kubelet."""
     settings = operator_settings(control_plane, namespace)
     metrics = OperatorMetrics()
-    thread, stop, ready = run_in_thread(settings, metrics)
-    wait_until(ready.is_set, 30, "the operator to be ready")
-    try:
+    with operator_thread(settings, metrics):
         yield Cluster(namespace, kube_client, kubelet, metrics, settings)
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-    assert not thread.is_alive(), "the operator did not stop"

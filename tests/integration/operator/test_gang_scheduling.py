@@ -8,11 +8,11 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from phalanx.operator.main import run_in_thread
 from phalanx.operator.metrics import OperatorMetrics
 from tests.integration.operator.conftest import operator_settings, training_job
 from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
+from tests.support.operator_process import operator_thread
 
 
 def test_a_gang_jobs_podgroup_is_the_jobs_and_follows_its_size(
@@ -22,11 +22,7 @@ def test_a_gang_jobs_podgroup_is_the_jobs_and_follows_its_size(
     namespace: str,
     kubelet: FakeKubelet,
 ) -> None:
-    thread, stop, ready = run_in_thread(
-        operator_settings(control_plane, namespace), OperatorMetrics()
-    )
-    try:
-        wait_until(ready.is_set, 30, "the operator to be ready")
+    with operator_thread(operator_settings(control_plane, namespace), OperatorMetrics()):
         custom = k8s.CustomObjectsApi(kube_client)
         custom.create_namespaced_custom_object(
             "phalanx.dev", "v1alpha1", namespace, "trainingjobs",
@@ -53,6 +49,3 @@ def test_a_gang_jobs_podgroup_is_the_jobs_and_follows_its_size(
         for pod in [*pods.values(), *kubelet.wait_pods("ganged", epoch, 3).values()]:
             assert pod.metadata.labels["scheduling.x-k8s.io/pod-group"] == "ganged"
             assert pod.spec.scheduler_name == "scheduler-plugins-scheduler"
-    finally:
-        stop.set()
-        thread.join(timeout=30)

@@ -10,6 +10,7 @@ from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator.planner import Observed, PodView, plan
 from phalanx.operator.planner.actions import PatchStatus, Plan
 from phalanx.operator.planner.config import PlannerConfig
+from tests.support.jobs import job_model
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -19,22 +20,10 @@ def at(seconds: float) -> datetime:
 
 
 def job(**spec: Any) -> TrainingJob:
-    """A TrainingJob: min 2, max 4, nprocPerNode 2 unless overridden."""
-    base: dict[str, Any] = {
-        "replicas": {"min": 2, "max": 4},
-        "nprocPerNode": 2,
-        "checkpoint": {"dir": "/ckpt"},
-        "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-        "failurePolicy": {"backoff": {"initialSeconds": 5, "maxSeconds": 40}},
-    }
-    for key, value in spec.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = {**base[key], **value}
-        else:
-            base[key] = value
-    return TrainingJob.model_validate(
-        {"metadata": {"name": "j", "namespace": "ns", "generation": 1}, "spec": base}
-    )
+    """A TrainingJob (`job_model`) with nprocPerNode 2 and a 5 s backoff unless overridden."""
+    backoff = {"initialSeconds": 5, "maxSeconds": 40}
+    spec = {"nprocPerNode": 2, "failurePolicy": {"backoff": backoff}, **spec}
+    return job_model(metadata={"generation": 1}, **spec)
 
 
 def pods(epoch: int, n: int, phase: str = "Running", **overrides: Any) -> list[PodView]:

@@ -20,6 +20,7 @@ from phalanx.pod import PodEnv
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
 from tests.support import container_env
+from tests.support.jobs import DEFAULT_SPEC, job_manifest
 
 
 class Unset(Enum):
@@ -36,13 +37,9 @@ Overrides = Mapping[str, object]
 Observer = Callable[[TrainingJob], object]
 """What of a built job shows a field: pod fields, env values, settings, planner decisions."""
 
-BASE_SPEC: dict[str, Any] = {
-    "replicas": {"min": 2, "max": 4},
-    "checkpoint": {"dir": "/ckpt"},
-    "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-}
-"""Only the required fields: every other field is at its default. The job is named `j`, like
-the pods of `tests.unit.planner.builders`."""
+BASE_SPEC: dict[str, Any] = DEFAULT_SPEC
+"""Only the required fields (the tests' one job, `tests.support.jobs`): every other field is at
+its default. The job is named `j`, like the pods of `tests.unit.planner.builders`."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +65,8 @@ def job(overrides: Overrides) -> TrainingJob:
             tree.pop(last, None)
         else:
             tree[last] = value
-    return TrainingJob.model_validate(
-        {"metadata": {"name": "j", "namespace": "ns", "generation": 1}, "spec": spec}
-    )
+    manifest = {**job_manifest(namespace="ns", metadata={"generation": 1}), "spec": spec}
+    return TrainingJob.model_validate(manifest)
 
 
 def built_pod(job: TrainingJob) -> Manifest:
