@@ -59,15 +59,19 @@ def test_never_below_min(cluster: Cluster) -> None:
     for rank in range(3):
         cluster.kubelet.bind(pods[rank].metadata.name, f"node-{rank}")
     cluster.kubelet.unschedulable(pods[3].metadata.name)
+    # The scheduler's words come with the pod's next status, which the 1 s timeout can beat:
+    # the condition is waited for with them (never having them fails here).
+    words = "pod floor-1-3: 0/4 nodes are available"
     status = cluster.wait_status(
         "floor",
         lambda s: any(
-            c["type"] == "Unschedulable" and c["reason"] == "InsufficientCapacity"
+            c["type"] == "Unschedulable"
+            and c["reason"] == "InsufficientCapacity"
+            and c["message"].endswith(words)
             for c in s.get("conditions", [])
         ),
-        "an Unschedulable condition past scheduleTimeoutSeconds",
+        "an Unschedulable condition past scheduleTimeoutSeconds, in the scheduler's words",
     )
     assert (status["epoch"], status["nodes"]) == (1, 4)
     message = next(c for c in status["conditions"] if c["type"] == "Unschedulable")["message"]
     assert "min is 4" in message
-    assert message.endswith("pod floor-1-3: 0/4 nodes are available"), "the scheduler's words"
