@@ -7,22 +7,16 @@ an annotation of a Lease the operator watches, and a new epoch has every agent w
 Writes to one object conflict: the API server applies each merge patch to the object's newest
 version and tries again when another write got there first, so N agents writing one Lease at
 once cost it on the order of N^2 attempts, and each change sends the whole object (every report
-on it) to the operator. Measured here (2 000 reports from 128 writers at once, kube-apiserver
-v1.33 on 2 cores): one Lease per pod 1 290 writes/s, per 4 pods 922/s, per 8 669/s, per 10
-410/s, per 20 355/s, per 100 71/s at 32 writers and requests timing out (10 s) at 128. In the
-in-place restart of a 2 000-pod job (assignment published -> every agent's acknowledgement
-written, `bench.large_job`): a Lease per pod 3.5 s, per 2 4.7 s, per 4 5.9 s, per 8 10.1 s (the
-API server's CPU in the restart 4.3 s against 11.6 s).
+on it) to the operator: fewer writers per Lease wrote more reports a second, and a large job's
+in-place restart was acknowledged sooner (docs/figures.md, "Report Leases").
 
-Why the first ranks share: every Lease is an object the operator creates with the job, and at
-1 000 jobs of 8 pods a Lease per pod (7 000 more creates) took pod creation from 1.5x to 2.1x the
-Job controller's time, for no faster recovery (a storm of 100 of those jobs restarting: p99
-10.7 s, where one Lease per job measured 10.9 and 11.4 s in two runs): 8 writers on one Lease
-are not what slows a small job. Why not a Lease
+Why the first ranks share: every Lease is an object the operator creates with the job, and a
+Lease per pod for many small jobs slowed their pods' creation for no faster recovery: 8 writers
+on one Lease are not what slows a small job. Why not a Lease
 per pod at any size: the job's Role names every report Lease (a Role that lets pods create
 Leases would let them take any name in the namespace, another job's too), and at `MAX_NODES`
-that Role would outgrow what etcd stores (1.5 MiB); by blocks past `OWN_LEASES` it stays under
-1 MB at the bounds.
+that Role would outgrow what etcd stores in one object; by blocks past `OWN_LEASES` it stays
+well under that at the bounds.
 
 The shard follows from the pod's name alone: node pod `<job>-<epoch>-<rank>` and standby
 `<job>-<epoch>-s<index>` report on the shard of that number. No variable to pass, and it stays
@@ -42,8 +36,8 @@ pods has that one Lease, as it had before reports were sharded."""
 
 OWN_LEASES: Final = 2048
 """Ranks from `SHARED_RANKS` to this each report on a Lease of their own: every job the
-benchmarks run (2 000 pods the largest) acknowledges without conflicts past its first 8 ranks.
-At `MAX_NODES` (with its longest name) the Role names 14 285 Leases, about 1 MB."""
+benchmarks run acknowledges without conflicts past its first 8 ranks, and the Role that names
+them all still fits in etcd at `MAX_NODES`."""
 
 REPORTS_PER_LEASE: Final = 8
 """Ranks from `OWN_LEASES` on share a Lease by this many (669 writes/s above, half of a Lease

@@ -5,19 +5,16 @@ core, and returns little of an arena's free space to the system. The operator ru
 `api_workers` threads (64 by default) that decode API responses, so part of its resident memory
 is that free space, spread over arenas. Capping the arenas (what `MALLOC_ARENA_MAX` does, set
 here so that any way of starting the operator gets it) trades a little lock contention, under a
-GIL that serialises most allocations anyway, for a smaller process: bench/controlplane.py at
-1 000 jobs measured 259 and 261 MiB peak with the cap of 2, 270 and 277 MiB without.
+GIL that serialises most allocations anyway, for a smaller process (docs/figures.md,
+"The operator's memory").
 
-glibc also serves a block of 128 KiB or more with a mapping of its own, returned to the system
-when freed, but raises that threshold (up to 32 MiB) each time such a block is freed: after the
+glibc also serves a large block with a mapping of its own, returned to the system when freed,
+but raises that threshold each time such a block is freed: after the
 first large buffers (a watch stream's reads, a list's answer) come and go, later ones are
 carved from the arenas, whose free space stays resident. Fixing the threshold (what
-`MALLOC_MMAP_THRESHOLD_` does; it also stops the raising) keeps large buffers out of the arenas:
-bench/controlplane.py at 1 000 jobs with the simulated agents and the storm measured a peak of
-272 MiB with it in a side run and 265 MiB in the published one, 293 and 298 MiB without (a
-periodic `malloc_trim` gave the same 272 MiB, with work every few seconds instead of none). The
-cost: each large buffer's pages are faulted in afresh (at 300 jobs, 40 000 more minor faults,
-about 0.2 s of CPU)."""
+`MALLOC_MMAP_THRESHOLD_` does; it also stops the raising) keeps large buffers out of the arenas,
+for less resident memory than a periodic `malloc_trim` and no work every few seconds. The cost:
+each large buffer's pages are faulted in afresh (docs/figures.md, "The operator's memory")."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ kopf builds, on every watch event of a job, the job's "essence" (to decide wheth
 handler is due; it builds it even when, as here, there is none): the body less `metadata` (but its
 labels and annotations) and less `status`. Its stock storage deep-copies the whole body first and
 deletes those parts after; a job's status (ranks, history, conditions) and `metadata.managedFields`
-are most of the body, and each status write brings an event. At 300 jobs on kwok that copy was 19 %
-of the operator's CPU (a py-spy profile of GIL-holding samples, `bench.controlplane`); copying only
-the spec, still 7 %. This storage copies nothing but the labels and annotations it filters: the
+are most of the body, and each status write brings an event: that copy was a large share of the
+operator's CPU, and copying only the spec still a fair one (docs/figures.md, "CPU"). This storage
+copies nothing but the labels and annotations it filters: the
 essence holds the event's own spec. kopf copies so that later changes to a body cannot change an
 essence it keeps; nothing changes a watch event's body after it is decoded (kopf's patches and
 Phalanx's writes are new objects), and with no changing handlers kopf keeps no essence past the
@@ -14,7 +14,7 @@ event (it compares two, then drops them).
 
 Each event's two essences then go through the progress storage's `clear`, which deep-copies each
 once per storage (kopf's default keeps progress both in annotations and in `status.kopf`, which this
-CRD's status schema prunes): 8 % more. `AnnotationProgressStorage` keeps the annotations only and
+CRD's status schema prunes). `AnnotationProgressStorage` keeps the annotations only and
 copies only the annotations it filters.
 """
 

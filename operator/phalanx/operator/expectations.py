@@ -1,20 +1,19 @@
 """What the executor expects to see after its own creates, as Kubernetes' controllers keep it.
 
-Why: a reconcile that runs before the watch shows the pods the last one created plans them
-again, and the API server answers each create with 409: at 1 000 jobs, 6 028 of the operator's
-~25 000 requests were such conflicts, each a round trip that another job's reconcile waited
-behind. A pod created is not created again until a reconcile's view of the pods holds it, or for
-`EXPECTATION_SECONDS`; the job's other children (Service, ServiceAccount, Role, RoleBinding,
-Leases) once per job and report shard count. Seen by a reconcile, not by each watch event: a plan
-made from a view without the pod may be carried out after the pod was created, and must find the
-expectation there (met by the watch, 203 of 2 255 requests at 100 jobs were such creates).
-Deletes likewise: a pod deleted is not deleted again until a reconcile's view shows it going
-(or gone; for a forced delete, gone: a pod on a lost node shows Terminating from the node
-controller's eviction before our force removes it), except to force what was graceful (at a
-storm of 105 jobs, 1 183 pod deletes for 840 pods, 248 of them answered 404).
+Why: a reconcile that runs before the watch shows the pods the last one created plans them again,
+and the API server answers each create with 409: a quarter of the operator's requests were such
+conflicts at 1 000 jobs (docs/figures.md, "Requests"), each a round trip that another job's
+reconcile waited behind. A pod created is not created again until a reconcile's view of the pods
+holds it, or for `EXPECTATION_SECONDS`; the job's other children (Service, ServiceAccount, Role,
+RoleBinding, Leases) once per job and report shard count. Seen by a reconcile, not by each watch
+event: a plan made from a view without the pod may be carried out after the pod was created, and
+must find the expectation there (met by the watch). Deletes likewise: a pod deleted is not deleted
+again until a reconcile's view shows it going (or gone; for a forced delete, gone: a pod on a lost
+node shows Terminating from the node controller's eviction before our force removes it), except to
+force what was graceful (a storm deleted pods again that were already going, answered 404).
 
-The lifetime is Kubernetes' own (ExpectationsTimeout, 5 min): at 1 000 jobs on 2 cores a plan
-could wait 30 s for a thread and the watch trail as long, and a 30 s lifetime let 7 920 of 8 000
+The lifetime is Kubernetes' own (ExpectationsTimeout, 5 min): at many jobs on a small machine a
+plan could wait long for a thread and the watch trail as long, and a shorter lifetime let most
 pods be created twice. It matters only where no reconcile sees a pod (created and deleted before
 one runs): that pod is made again 5 min later, not at once.
 """

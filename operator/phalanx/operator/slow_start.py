@@ -3,8 +3,7 @@ double, as the Job and ReplicaSet controllers send theirs (`slowStartBatch` in
 kube-controller-manager), then in a window of `MAX_IN_FLIGHT`.
 
 Why: one after another, a reconcile that creates a large job's pods waits for one round trip per
-pod: 200 pods took 5.8 s on kwok (2 000 would take about a minute at that rate); in batches,
-2 000 took 21 to 24 s, beside the Job controller's 8.4 s (`bench/large_job.py`). Why batches
+pod; in batches, several at once (docs/figures.md, "Large job"). Why batches
 that start at one and double, rather than all at once: a create that will be refused (an
 admission webhook, a quota, a name too long) is refused once, not two thousand times, and the
 plan's later creations are skipped as before; a job whose creates go through soon has
@@ -29,8 +28,8 @@ def run(
 ) -> None:  # fmt: skip
     """Carry out `calls` on `pool` in batches of 1, 2, 4... below `MAX_IN_FLIGHT`, each batch
     whole before the next, then the rest in a window of `MAX_IN_FLIGHT` in flight, the next
-    sent as soon as one is answered (batches of 32 made a large job's creates wait for each
-    batch's slowest answer: 2 000 pods and their report Leases, 125 batches). The first call
+    sent as soon as one is answered (batches of `MAX_IN_FLIGHT` made a large job's creates wait
+    for each batch's slowest answer, over a hundred times). The first call
     that raises stops the rest from being sent and is raised once those in flight are done.
     `waited` is told how long the batches and the window were waited for (the API server's
     time, for the reconcile's measure of its own)."""

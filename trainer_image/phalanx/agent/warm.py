@@ -1,11 +1,11 @@
 """Warm workers: start each epoch's workers from a fork server that has torch imported already.
 
-Why: importing torch costs 1.2-2.9 s of CPU per process here, paid by every worker of every
-epoch, all at once, on the same cores. The agent itself never imports torch. It keeps a
-multiprocessing fork server whose process imports torch and the command's module once, at the
-pod's start (while it stands by or trains); a new epoch's worker is a fork of it that runs the
-command with `runpy`, as `python` would. A command that is not a Python module or script (a
-shell script, a binary) starts as a plain subprocess.
+Why: importing torch costs seconds of CPU per process (docs/figures.md, "Warm workers"), paid by
+every worker of every epoch, all at once, on the same cores. The agent itself never imports torch.
+It keeps a multiprocessing fork server whose process imports torch and the command's module once, at
+the pod's start (while it stands by or trains); a new epoch's worker is a fork of it that runs the
+command with `runpy`, as `python` would. A command that is not a Python module or script (a shell
+script, a binary) starts as a plain subprocess.
 
 Forking after importing torch is safe while that process has not started CUDA or thread pools:
 the server only imports, it never runs an operator.
@@ -37,7 +37,7 @@ WARM_MODULES = (
     "torch",
     "torch.distributed",
     "torch.distributed.checkpoint",
-    "torch._dynamo",  # DDP and FSDP import it on first use: 0.7 s per worker here
+    "torch._dynamo",  # DDP and FSDP import it on first use (docs/figures.md, "Warm workers")
 )
 """What every warm worker finds imported, whatever its command."""
 AGENT_MODULE = "phalanx.agent.main"

@@ -2,8 +2,8 @@
 directory, copied in place, never pickled.
 
 Why not `torch.save`: it pickles the state and writes it record by record under the GIL, on a
-thread that the training thread then shares the interpreter with (a snapshot every 10 steps cost
-the toy job 1.9 % of its step time; every step, 6 to 11 %). Here a snapshot is a slot: a file
+thread that the training thread then shares the interpreter with (docs/figures.md, "Snapshots").
+Here a snapshot is a slot: a file
 sized once to the state and mapped into memory (a preallocated host buffer, reused from one
 snapshot to the next), into which every tensor is copied by one `torch._foreach_copy_` call,
 which releases the GIL. On a GPU the mapping is registered with CUDA (pinned), so the
@@ -209,18 +209,16 @@ class Slot:
         return self._mapped
 
     def prepare(self, size: int) -> None:
-        """Map an empty slot for `size` bytes with every page made and mapped, so that its
-        first snapshot only copies. That first use was the costliest part of snapshots: at
-        117.5 M parameters (1.4 GB) 2.0 s alone and 4.3 s of a step with 2 ranks on this
-        project's 2 cores; 5.8 s at 1.1 B parameters on an H100, its pinning included
-        (bench/results). Made here in two kernel calls, `fallocate` (the file's pages) and
-        `populate` (this process's mappings of them), rather than by faults at each page's first
-        write. The caller runs it before training's steady state, on the training thread:
-        beside training the same work stalled a step 3 to 9 s here (page allocation and the
-        process's memory map taken from training's own allocations). On a GPU the mapping is
-        pinned instead, which makes its pages too. A slot holding a snapshot (a restarted
-        worker's pod) is left as it is: its pages exist, and mapping it would size the file to
-        the new state, cutting a larger snapshot short."""
+        """Map an empty slot for `size` bytes with every page made and mapped, so that its first
+        snapshot only copies. That first use was the costliest part of snapshots (docs/figures.md,
+        "Snapshots"). Made here in two kernel calls, `fallocate` (the file's pages) and `populate`
+        (this process's mappings of them), rather than by faults at each page's first write. The
+        caller runs it before training's steady state, on the training thread: beside training the
+        same work stalled a step for seconds (page allocation and the process's memory map taken
+        from training's own allocations). On a GPU the mapping is pinned instead, which makes its
+        pages too. A slot holding a snapshot (a restarted worker's pod) is left as it is: its pages
+        exist, and mapping it would size the file to the new state, cutting a larger snapshot
+        short."""
         if self.step() is not None:
             return
         size = max(size, ALIGN)
@@ -289,8 +287,8 @@ MADV_POPULATE_WRITE = 23
 
 def populate(buffer: torch.Tensor) -> None:
     """Make and map every page of a mapped buffer before its first write, in one call: faults at
-    each 4 KiB page's first write cost the snapshot they fell in 0.4 s per 1.4 GB alone here,
-    1.7 to 4.3 s in a job of 2 ranks on 2 cores. Where the kernel has no such advice the
+    each page's first write cost the snapshot they fell in seconds at real sizes
+    (docs/figures.md, "Snapshots"). Where the kernel has no such advice the
     buffer is zeroed instead (the same faults, taken now)."""
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)

@@ -4,22 +4,21 @@ a snapshot costs more than `memoryOverheadPercent` of the training time between 
 stays within an overhead budget).
 
 Why: a snapshot blocks the loop for its copy of the state into host memory, which grows with
-the state while a step need not. Measured on this project's 2-core VM (bench/results/suite):
-the toy's snapshot blocks 3 ms of 116 ms steps, 117.5 M parameters 128 ms of 842 ms steps, so
-a fixed 10 steps costs 0.26 % and 1.5 % of step time; on a GPU the copy overlaps the next
-forward and backward passes and costs less. One fixed interval cannot serve both; the cost
+the state while a step need not: a fixed interval costs a small model almost nothing and a
+large one several times more (docs/figures.md, "Snapshots"); on a GPU the copy overlaps the
+next forward and backward passes and costs less. One fixed interval cannot serve both; the cost
 measured in the job can. Fewer snapshots mean more steps redone after a failure (on average
 half the spacing), which is the trade the budget states.
 
 What counts: the time the snapshot blocked its own step, and what the next step took beyond the
 median of the recent ones: on a GPU the optimizer step's wait for the copy, on any machine the
-slowest rank's snapshot, which every rank waits for in the next collective (the quickstart, 4
-ranks on 2 cores: a 1 MiB snapshot blocks its rank 3 ms, and the step after it took 13 ms
-longer). Not counted: a snapshot that wrote a slot for the first time in this process (its pages
-touched or mapped, once), and one at a checkpoint's step, which the checkpoint stages from
-instead of copying the state itself (`staging`): its cost is the checkpoint's (`Resumable` takes
-one at every checkpoint step where the snapshot can stand for the checkpoint). Spacings are
-whole multiples of `memoryIntervalSteps`, the steps a user who set it expects snapshots at.
+slowest rank's snapshot, which every rank waits for in the next collective (in the quickstart the
+step after a snapshot took longer than the snapshot blocked its own rank). Not counted: a snapshot
+that wrote a slot for the first time in this process (its pages touched or mapped, once), and one at
+a checkpoint's step, which the checkpoint stages from instead of copying the state itself
+(`staging`): its cost is the checkpoint's (`Resumable` takes one at every checkpoint step where the
+snapshot can stand for the checkpoint). Spacings are whole multiples of `memoryIntervalSteps`, the
+steps a user who set it expects snapshots at.
 
 The ranks must snapshot the same steps (a snapshot is whole only when every rank's part is of
 one step): each rank says whether one is due in the per-step agreement (`Resumable._agree`),

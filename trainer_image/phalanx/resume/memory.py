@@ -105,8 +105,8 @@ class MemorySnapshots:
     def maybe_save(self, step: int, stateful: Any, *, due: bool | None = None) -> bool:
         """Snapshot the stateful's state (`_snapshot_state`) at `step` when `due`, or (None)
         every `interval_steps`. On a GPU the copy runs in the background (the optimizer step
-        waits for it); on the CPU it is made here, as measured (bench.snapshot, 117.5 M
-        parameters on 2 cores: 79 ms alone, 278 ms a snapshot beside training's threads).
+        waits for it); on the CPU it is made here, which measured cheaper than beside
+        training's threads (docs/figures.md, "Snapshots").
         The buddy copy runs in the background, and so does the commit but for a replicated
         state on the CPU. True if a snapshot was taken."""
         if not self.enabled or not (step % self.interval_steps == 0 if due is None else due):

@@ -231,10 +231,9 @@ class Resumable:
     def _blocked_by_save(self) -> contextlib.AbstractContextManager[None]:
         """`reporter.saving` around a periodic save when it blocks training: a sync save, or
         one that first waits for the last save's upload. An async save only starts its
-        upload and returns, so it is not reported: in the quickstart, the report's closing
-        heartbeat write, right after the upload thread started, took rank 0 14 ms (the GIL goes
-        back and forth with that thread), about half of what a checkpoint step cost Phalanx
-        beyond torchrun's same save."""
+        upload and returns, so it is not reported: the report's closing heartbeat write, right
+        after the upload thread started, was much of what a checkpoint step cost beyond
+        torchrun's same save (docs/figures.md, "Checkpoints")."""
         if self.settings.async_save and not self.checkpoints.uploading():
             return contextlib.nullcontext()
         return self.reporter.saving(self.progress.step)

@@ -4,11 +4,9 @@ there were two (DLRover's flash checkpoint: persist from the in-memory copy).
 Why: an async DCP save first stages the whole state into host memory (`devices.stager`), and on
 the CPU torch's stager copies each storage while holding the GIL, in a thread beside training.
 A memory snapshot taken at the same step has just copied the same tensors into its slot
-(`arena`: one `_foreach_copy_`, the GIL released). Measured on this project's 2-core VM, 117.5 M
-parameters on 2 ranks, a checkpoint every 20 steps and a snapshot every 10: the step after the
-first checkpoint took 11 to 14 s with both copies, 3.6 to 4.3 s under torchrun with the
-checkpoint's copy alone (bench/results/suite/intervals.json; the first snapshot touches its
-slot, the first staging its buffers). Staged from the slot, the checkpoint copies nothing more.
+(`arena`: one `_foreach_copy_`, the GIL released): with both copies the step after a checkpoint
+took several times as long as with the checkpoint's copy alone (docs/figures.md, "Snapshots").
+Staged from the slot, the checkpoint copies nothing more.
 
 The slot is lent, not copied: the snapshot after next writes it again, so `MemorySnapshots`
 waits for the upload to finish before it does (`LentSnapshot.returned`). When the snapshot

@@ -72,13 +72,12 @@ class AppState(Stateful):
     def snapshot_state_dict(self) -> dict[str, Any]:
         """`state_dict()` for a memory snapshot, without naming every tensor again each time.
 
-        Why: `get_state_dict` walks the module and the optimizer to give each tensor its name,
-        the same names every step. For the quickstart's 20 parameters that walk was half of
-        what a snapshot cost the training thread (9 of 19 ms, beside three other ranks on 2
-        cores), for a 1 MiB copy. Its tensors share storage with the live ones (the parameters
-        detached, the optimizer's own state tensors), so a kept result holds the current values;
-        it is kept while everything the walk read is unchanged (`_structure`) and the module
-        has no extra state, which `get_extra_state` may build anew at every call."""
+        Why: `get_state_dict` walks the module and the optimizer to give each tensor its name, the
+        same names every step. For a small model that walk was half of what a snapshot cost the
+        training thread (docs/figures.md, "Snapshots"). Its tensors share storage with the live ones
+        (the parameters detached, the optimizer's own state tensors), so a kept result holds the
+        current values; it is kept while everything the walk read is unchanged (`_structure`) and
+        the module has no extra state, which `get_extra_state` may build anew at every call."""
         structure = _structure(self.model, self.optimizer)
         if self._kept is None or self._kept[0] != structure:
             model, optimizer = get_state_dict(self.model, self.optimizer, options=OPTIONS)

@@ -108,9 +108,9 @@ _RENDEZVOUS_PER_JOB = frozenset(
 def job_env(job: TrainingJob, settings: BuildSettings) -> dict[str, str]:
     """The variables every node pod of the job gets alike, in every epoch: the job's env
     ConfigMap (`children.env_config_map`), which its pods take by envFrom. Why not on each pod:
-    they were 23 of a pod's 36 variables, and a pod's size is paid by every component that
-    stores, decodes or watches it (the API server, etcd, kube-scheduler, the kubelet); at 1 000
-    jobs on kwok, pods without them were created 11 to 18 % sooner (docs/benchmarks.md)."""
+    they were most of a pod's variables, and a pod's size is paid by every component that
+    stores, decodes or watches it (the API server, etcd, kube-scheduler, the kubelet): pods
+    without them were created sooner (docs/figures.md, "Pod size")."""
     spec = job.spec
     name = job.metadata.name or ""
     values = env.with_torchrun_spelling(

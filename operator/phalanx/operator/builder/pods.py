@@ -123,9 +123,8 @@ def _spread_over_nodes(job: TrainingJob) -> Manifest:
     full cluster still places them. Why stated at all: the job's headless Service selects its
     pods, and for pods a Service selects kube-scheduler otherwise applies its default
     constraints, spreading them over hosts and over zones, the second of which a training job
-    does not want (its collectives would cross zones), and which cost the scheduler twice the
-    time of this one (63 and 37 CPU-s to place 8 000 pods at 1 000 jobs on kwok, 22 with no
-    Service: docs/benchmarks.md). A template's own constraints replace it."""
+    does not want (its collectives would cross zones), and which cost the scheduler more time
+    than this one (docs/figures.md, "Scheduling"). A template's own constraints replace it."""
     return {
         "maxSkew": 1,
         "topologyKey": "kubernetes.io/hostname",

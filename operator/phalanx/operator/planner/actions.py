@@ -131,8 +131,8 @@ class DeletePods:
     force: bool = False
     reported: tuple[str, ...] = ()
     """Those of `names` whose agent's report is on the heartbeat Lease: it goes with them. A
-    pod without one costs no Lease write (at a storm of 35 jobs on kwok, whose pods run no
-    agent, 70 of the operator's 1 063 requests were such patches)."""
+    pod without one costs no Lease write (a storm of jobs whose pods run no agent spent a
+    share of its requests on such patches: docs/figures.md, "Requests")."""
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ def _can_carry(observed: Observed, pod: PodView, avoid: frozenset[str] = frozens
     the current epoch, but is not overdue (`unresponsive` names those, and the caller excludes
     them), carries over too: on a large job the acknowledgements of one epoch may still be on
     their way when another failure starts the next, and a pod not yet heard from is not a pod
-    gone (2 000 pods on kwok: 1 460 of them were replaced when they were left out)."""
+    gone (left out, most of a large job's pods were replaced: docs/figures.md, "Large job")."""
     acknowledged = pod.role == "standby" or _acknowledged(pod) or pod.awaiting_start
     avoided = pod.node_name is not None and pod.node_name in avoid
     reusable = pod.reusable or (
@@ -171,8 +171,8 @@ def overdue(observed: Observed, epoch: int, current: EpochState, now: datetime,
     `ack_seconds`, and one whose agent still renews its report gets `BUSY_ACK_FACTOR` times
     that. While other agents' acknowledgements still arrive (one within `settle_seconds`), no
     pod is late before `BUSY_ACK_FACTOR` times the timeout: on a large job the fan-out itself
-    takes seconds (2 000 pods on kwok: 1 460 of them overdue at 10 s, the last acknowledgement
-    written at 12.7 s), and a lost machine is a few silent pods, not most of them. Also returns
+    takes seconds (docs/figures.md, "Large job"), and a lost machine is a few silent pods, not
+    most of them. Also returns
     when to look again. The clock starts when the assignment goes out: after an application
     failure's backoff, not when the epoch was decided (agents cannot start an epoch they have
     not been told of)."""

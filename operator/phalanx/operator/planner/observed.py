@@ -68,9 +68,9 @@ class PodView:
     epoch (`inplace.effective` shows it Pending meanwhile)."""
 
     def but(self, **changes: Any) -> PodView:
-        """A copy with `changes`, as `dataclasses.replace` makes it, in a sixth of the time (its
-        `__init__` is not run again: 1.0 vs 6.4 us). Why: each reconcile of a 2 000-pod job
-        makes 4 000 of these (reports, carried-over pods), which took 62 % of its time."""
+        """A copy with `changes`, as `dataclasses.replace` makes it, without running `__init__`
+        again. Why: each reconcile of a large job makes two of these a pod (reports,
+        carried-over pods), and `replace` was most of its time (docs/figures.md, "Large job")."""
         if unknown := changes.keys() - _POD_FIELDS:
             raise TypeError(f"PodView has no field {', '.join(sorted(unknown))}")
         copy = object.__new__(PodView)

@@ -77,10 +77,10 @@ def launch_at_once(d: Decision, observed: Observed, config: PlannerConfig) -> No
     """A new epoch decided past the ladder's launch step (a restart, a resize) launches in the
     same reconcile, after its assignment, unless an old pod's graceful stop must be awaited
     (`retire_previous_epoch`): its pods are created now, not a reconcile later. Why: under a
-    storm that later reconcile came 1-3 s after the decision (its own queue, then the retire
+    storm that later reconcile came seconds after the decision (its own queue, then the retire
     step found nothing to wait for), when the pods of lost nodes, the only ones retired, were
-    already deleted by force. The view is the new epoch's (its carried-over pods at their new
-    ranks), as the next reconcile's would be."""
+    already deleted by force (docs/figures.md, "Storms"). The view is the new epoch's (its
+    carried-over pods at their new ranks), as the next reconcile's would be."""
     if d.status.phase in ENDED:
         return
     d.observed = inplace.effective(observed, d.status.epoch, d.status.nodes, d.status.current)
