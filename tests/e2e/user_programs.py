@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.e2e.cluster import KindCluster, for_kind, wait_for
+from tests.support.jobs import job_manifest
 from tests.support.manifests import EXAMPLES_DIR
 
 USER_IMAGE = "phalanx/user-python:0.1.0"
@@ -25,15 +26,16 @@ def user_job(
     if image == USER_IMAGE:
         container["volumeMounts"] = [{"name": "script", "mountPath": "/script"}]
         template["volumes"] = [{"name": "script", "configMap": {"name": "train-script"}}]
-    return for_kind({
-        "apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": min_nodes, "max": nodes}, "nprocPerNode": 1, "spares": spares,
-            "checkpoint": {"dir": f"/checkpoints/{name}"},
-            "template": {"spec": template},
-        },
-    })  # fmt: skip
+    return for_kind(
+        job_manifest(
+            name,
+            replicas={"min": min_nodes, "max": nodes},
+            nprocPerNode=1,
+            spares=spares,
+            checkpoint={"dir": f"/checkpoints/{name}"},
+            template={"spec": template},
+        )
+    )
 
 
 def resumed_after(

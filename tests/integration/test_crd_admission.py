@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from phalanx.models import GROUP, PLURAL, VERSION, TrainingJob, field_errors
+from tests.support.jobs import job_manifest
 from tests.support.manifests import InvalidManifest, example_paths, invalid_manifests, load_yaml
 
 
@@ -41,17 +42,7 @@ def rejection(info: pytest.ExceptionInfo[ApiException]) -> str:
 
 
 def minimal(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "phalanx.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": {"min": 2, "max": 4},
-            "nprocPerNode": 2,
-            "checkpoint": {"dir": "/ckpt/a"},
-            "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-        },
-    }
+    return job_manifest(name, nprocPerNode=2, checkpoint={"dir": "/ckpt/a"})
 
 
 @pytest.mark.parametrize("case", invalid_manifests(), ids=lambda c: c.name)

@@ -20,6 +20,7 @@ from phalanx.models.report_shards import SHARED_RANKS, report_lease
 from phalanx.operator import builder, observe
 from phalanx.operator.cluster.report_leases import grant_shards
 from tests.support.controlplane import ControlPlane
+from tests.support.jobs import job_model
 
 
 def unowned(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -35,12 +36,11 @@ def test_pods_update_only_their_jobs_lease(
         k8s.RbacAuthorizationV1Api(kube_client),
         k8s.CoordinationV1Api(kube_client),
     )
+    one = {"min": 1, "max": 1}
     jobs = [
-        TrainingJob.model_validate({"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {
-            "replicas": {"min": 1, "max": 1}, "checkpoint": {"dir": "/c"},
-            "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}}})
+        job_model(name, namespace=namespace, metadata={"uid": f"uid-{name}"}, replicas=one)
         for name in ("mine", "other")
-    ]  # fmt: skip
+    ]
     for job in jobs:  # the jobs are not stored, so nothing may claim them as owner (GC runs)
         core.create_namespaced_service_account(namespace, unowned(builder.service_account(job)))
         rbac.create_namespaced_role(namespace, unowned(builder.role(job)))
@@ -78,9 +78,10 @@ def test_a_grown_jobs_role_grants_its_new_report_leases(
     leases = k8s.CoordinationV1Api(kube_client)
 
     def sized(nodes: int) -> TrainingJob:
-        return TrainingJob.model_validate({"metadata": {"name": "grown", "namespace": namespace, "uid": "uid-grown"}, "spec": {
-            "replicas": {"min": 1, "max": nodes}, "checkpoint": {"dir": "/c"},
-            "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}}})  # fmt: skip
+        replicas = {"min": 1, "max": nodes}
+        return job_model(
+            "grown", namespace=namespace, metadata={"uid": "uid-grown"}, replicas=replicas
+        )
 
     core.create_namespaced_service_account(namespace, unowned(builder.service_account(sized(1))))
     rbac.create_namespaced_role(namespace, unowned(builder.role(sized(SHARED_RANKS))))

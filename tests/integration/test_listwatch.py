@@ -18,7 +18,7 @@ from phalanx.listwatch.protocol import Change, ExpiredError, Query, Reading, Res
 from phalanx.models import GROUP, PLURAL, VERSION
 from phalanx.operator.cluster import kube
 from tests.support.controlplane import ControlPlane
-from tests.support.rbac import manifest
+from tests.support.jobs import job_manifest
 
 PODS = Resource("/api/v1", "pods")
 JOBS = Resource(f"/apis/{GROUP}/{VERSION}", PLURAL)
@@ -35,8 +35,9 @@ def _pod(name: str) -> dict[str, Any]:
 def _create_jobs(kube_client: k8s.ApiClient, namespace: str, *names: str) -> None:
     custom = k8s.CustomObjectsApi(kube_client)
     for name in names:
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", **manifest(name)}
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, job_manifest(name)
+        )
 
 
 def _names(changes: list[Change], kind: str) -> list[str]:

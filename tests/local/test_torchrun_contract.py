@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.support.controlplane import free_port
+from tests.support.jobs import job_manifest
 from tests.support.local import ROOT, phalanx
 
 SCRIPT = ROOT / "tests" / "scripts" / "elastic_env.py"
@@ -72,21 +73,15 @@ def run_phalanx(
     tmp_path: Path, out: Path
 ) -> tuple[dict[str, Any], dict[tuple[int, int], dict[str, str]]]:
     """The script as a `torchrun` command of a TrainingJob on 2 node pods, under `phalanx run`."""
-    job = {
-        "apiVersion": "phalanx.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": {"name": "elastic-env"},
-        "spec": {
-            "replicas": {"min": NODES, "max": NODES},
-            "nprocPerNode": NPROC,
-            "failurePolicy": {"maxRestarts": MAX_RESTARTS},
-            "checkpoint": {"dir": str(tmp_path / "checkpoints")},
-            "template": {"spec": {"containers": [{
-                "name": "train", "image": "any",
-                "command": ["phalanx-agent", "torchrun", str(SCRIPT), str(out)],
-            }]}},
-        },
-    }  # fmt: skip
+    command = ["phalanx-agent", "torchrun", str(SCRIPT), str(out)]
+    job = job_manifest(
+        "elastic-env",
+        replicas={"min": NODES, "max": NODES},
+        nprocPerNode=NPROC,
+        failurePolicy={"maxRestarts": MAX_RESTARTS},
+        checkpoint={"dir": str(tmp_path / "checkpoints")},
+        container={"name": "train", "image": "any", "command": command},
+    )
     manifest = tmp_path / "job.yaml"
     manifest.write_text(yaml.safe_dump(job))
     done = phalanx("run", str(manifest), "--workdir", str(tmp_path / "run"), "-o", "json",

@@ -29,14 +29,16 @@ def job_manifest(
 ) -> dict[str, Any]:
     """The job `name` as a user writes it: DEFAULT_SPEC, each of `spec`'s fields (by their API
     names) replacing the default's, a mapping merged into a default mapping one level deep
-    (`replicas={"max": 8}` keeps min 2); `container`: fields of the one container (a
+    (`replicas={"max": 8}` keeps min 2, and a None there drops the default's field:
+    `checkpoint={"dir": None, "url": ...}`); `container`: fields of the one container (a
     `template` given whole replaces it); `metadata` beside the name (None: none, as with a
     generateName) and namespace."""
     merged = copy.deepcopy(DEFAULT_SPEC)
     for key, value in spec.items():
         default = merged.get(key)
         if isinstance(value, Mapping) and isinstance(default, dict):
-            merged[key] = {**default, **value}
+            both = {**default, **value}
+            merged[key] = {k: v for k, v in both.items() if v is not None}
         else:
             merged[key] = value
     if container is not None:

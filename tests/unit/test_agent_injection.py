@@ -9,6 +9,7 @@ the zipapp runs (its path in the volume is the one the control-plane image build
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,13 +22,13 @@ from tests.support.manifests import REPO_ROOT
 INJECTING = BuildSettings(agent_image="registry/phalanx/controlplane:0.1.0")
 
 
-def job(container: dict[str, object], **spec: object) -> TrainingJob:
+def job(container: dict[str, object], **spec: Any) -> TrainingJob:
     template = {"spec": {"containers": [
         {"name": "train", "image": "user/own:1", **container},
         {"name": "sidecar", "image": "busybox", "command": ["sleep", "inf"]},
     ]}}  # fmt: skip
-    spec = {"replicas": {"min": 1, "max": 2}, "template": template, **spec}
-    return job_model(metadata={"uid": "u"}, **spec)
+    changes: dict[str, Any] = {"replicas": {"min": 1, "max": 2}, "template": template, **spec}
+    return job_model(metadata={"uid": "u"}, **changes)
 
 
 def test_an_injected_pod_runs_the_users_command_and_args_under_the_agent() -> None:

@@ -19,31 +19,19 @@ from phalanx.pod import PodEnv
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
 from tests.support import container_env
+from tests.support.jobs import job_model
 
 
 def _job() -> TrainingJob:
-    return TrainingJob.model_validate(
-        {
-            "metadata": {"name": "llm", "namespace": "team", "uid": "u-1"},
-            "spec": {
-                "replicas": {"min": 2, "max": 4},
-                "nprocPerNode": 4,
-                "parallelism": {"tensor": 2},
-                "checkpoint": {"url": "s3://bucket/llm", "intervalSteps": 25},
-                "trainer": {"globalBatchSize": 64, "sharding": "fsdp", "mixedPrecision": "bf16"},
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "t",
-                                "image": "img",
-                                "env": [{"name": "HF_HOME", "value": "/cache"}],
-                            }
-                        ]
-                    }
-                },
-            },
-        }
+    return job_model(
+        "llm",
+        namespace="team",
+        metadata={"uid": "u-1"},
+        nprocPerNode=4,
+        parallelism={"tensor": 2},
+        checkpoint={"dir": None, "url": "s3://bucket/llm", "intervalSteps": 25},
+        trainer={"globalBatchSize": 64, "sharding": "fsdp", "mixedPrecision": "bf16"},
+        container={"env": [{"name": "HF_HOME", "value": "/cache"}]},
     )
 
 

@@ -35,8 +35,10 @@ def manifest(**metadata: Any) -> dict[str, Any]:
     """The job with the most children whose names carry the job's (`job_manifest`)."""
     name = metadata.pop("name", None)
     replicas = {"min": 1, "max": names.MAX_NODES}
-    gang = {"gang": True, "schedulerName": "scheduler-plugins-scheduler"}
-    return job_manifest(name, metadata=metadata, replicas=replicas, spares=3, **gang)
+    scheduler = "scheduler-plugins-scheduler"
+    return job_manifest(
+        name, metadata=metadata, replicas=replicas, spares=3, gang=True, schedulerName=scheduler
+    )
 
 
 def refusal(**metadata: Any) -> list[str]:

@@ -13,22 +13,14 @@ import pytest
 from pydantic import ValidationError
 
 from phalanx.models import TrainingJob, field_errors
+from tests.support.jobs import job_manifest
 from tests.support.manifests import example_paths, invalid_manifests, load_yaml
 
 INVALID = invalid_manifests()
 
 
 def _minimal() -> dict[str, Any]:
-    return {
-        "apiVersion": "phalanx.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": {"name": "m"},
-        "spec": {
-            "replicas": {"min": 1, "max": 2},
-            "checkpoint": {"dir": "/ckpt"},
-            "template": {"spec": {"containers": [{"name": "t", "image": "img"}]}},
-        },
-    }
+    return job_manifest("m", replicas={"min": 1, "max": 2})
 
 
 def _mistake(case: Any) -> str:

@@ -4,36 +4,32 @@ status and managedFields (what the slimming leaves out must not change what kopf
 from __future__ import annotations
 
 import copy
-from typing import Any, cast
+from typing import cast
 
 import kopf
 
 from phalanx.operator.essence import AnnotationProgressStorage, SpecDiffBaseStorage
+from tests.support.jobs import job_manifest
 
 
 def _job() -> kopf.RawBody:
-    raw: dict[str, Any] = {
-        "apiVersion": "phalanx.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": {
-            "name": "j",
-            "namespace": "ns",
-            "uid": "u",
-            "resourceVersion": "7",
-            "generation": 2,
-            "labels": {"team": "a"},
-            "annotations": {
-                "note": "kept",
-                "kubectl.kubernetes.io/last-applied-configuration": "{}",
-                "kopf.zalando.org/last-handled-configuration": '{"spec": {}}',
-            },
-            "finalizers": ["phalanx.dev/finalizer"],
-            "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}] * 50,
+    """A stored job with everything kopf's essence leaves out: server fields, kopf's and
+    kubectl's annotations, a finalizer, many managed fields and a large status."""
+    metadata = {
+        "uid": "u",
+        "resourceVersion": "7",
+        "generation": 2,
+        "labels": {"team": "a"},
+        "annotations": {
+            "note": "kept",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "kopf.zalando.org/last-handled-configuration": '{"spec": {}}',
         },
-        "spec": {"replicas": {"min": 2, "max": 4}, "template": {"spec": {"containers": [{}]}}},
-        "status": {"phase": "Running", "current": {"ranks": {f"p{i}": i for i in range(500)}}},
+        "finalizers": ["phalanx.dev/finalizer"],
+        "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}] * 50,
     }
-    return cast(kopf.RawBody, raw)
+    status = {"phase": "Running", "current": {"ranks": {f"p{i}": i for i in range(500)}}}
+    return cast(kopf.RawBody, job_manifest(namespace="ns", metadata=metadata, status=status))
 
 
 def test_the_essence_is_kopfs_own() -> None:

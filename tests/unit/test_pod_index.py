@@ -17,6 +17,7 @@ from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import STALE_WAIT_SECONDS, Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import PlannerConfig
+from tests.support.jobs import job_manifest
 
 
 def _pod(name: str, job: str | None = "j", namespace: str = "ns", phase: str = "Pending",
@@ -100,11 +101,8 @@ def test_named_namespaces_are_watched_each_and_globs_cluster_wide_filtered() -> 
 def test_no_job_is_planned_before_its_pods_and_leases_were_listed() -> None:
     unused = cast(Executor, None)  # reached only once the pods were listed
     reconciler = Reconciler(unused, OperatorMetrics(), PlannerConfig(), 30.0, None)
-    body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1"},
-            "spec": {"replicas": {"min": 1, "max": 1}, "checkpoint": {"dir": "/ckpt"},
-                     "template": {"spec": {"containers": [
-                {"name": "trainer", "image": "x"}]}}}}  # fmt: skip
+    one = {"min": 1, "max": 1}
+    body = job_manifest(namespace="ns", metadata={"resourceVersion": "1"}, replicas=one)
     index, leases = PodIndex(), LeaseIndex()
 
     def reconcile() -> float | None:

@@ -131,11 +131,9 @@ def test_an_unchanged_report_is_parsed_once() -> None:
 
 
 def test_the_last_shard_of_the_longest_name_is_a_valid_name() -> None:
-    longest = TrainingJob.model_validate({
-        "metadata": {"name": "a" * names.MAX_NAME_LENGTH, "namespace": "n", "uid": "u"},
-        "spec": {"replicas": {"min": 1, "max": names.MAX_NODES}, "checkpoint": {"dir": "/c"},
-                 "template": {"spec": {"containers": [{"name": "t", "image": "i"}]}}},
-    })  # fmt: skip
+    replicas = {"min": 1, "max": names.MAX_NODES}
+    name = "a" * names.MAX_NAME_LENGTH
+    longest = job_model(name, namespace="n", metadata={"uid": "u"}, replicas=replicas)
     last = builder.report_leases(longest)[-1]["metadata"]["name"]
     assert last.endswith(f"-heartbeat-{PAST_OWN + (names.MAX_NODES - OWN) // N - 1}")
     assert len(last) <= 253

@@ -29,8 +29,9 @@ from phalanx.cli.kubedirect import DirectClient
 from phalanx.cli.main import app
 from phalanx.models import GROUP, PLURAL, VERSION
 from tests.support.controlplane import ControlPlane, wait_until
+from tests.support.jobs import job_manifest
 from tests.support.kubelet_logs import serving_logs
-from tests.support.rbac import Identity, grant, grant_jobs, identity, manifest
+from tests.support.rbac import Identity, grant, grant_jobs, identity
 
 cli = CliRunner()
 NO_ENV = {"PHALANX_SERVER": None, "PHALANX_TOKEN": None, "PHALANX_NAMESPACE": None,
@@ -63,8 +64,7 @@ def user_kubeconfig(plane: ControlPlane, who: Identity, path: Path, namespace: s
 
 def job_file(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.yaml"
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", **manifest(name)}
-    path.write_text(yaml.safe_dump(body))
+    path.write_text(yaml.safe_dump(job_manifest(name)))
     return path
 
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from phalanx.cli.main import app
 from tests.support.controlplane import wait_until
-from tests.support.rbac import grant_jobs, identity, manifest
+from tests.support.jobs import job_manifest
+from tests.support.rbac import grant_jobs, identity
 
 cli = CliRunner()
 
@@ -25,8 +26,7 @@ def test_cluster_verbs(
     grant_jobs(kube_client, namespace, user)
     conn = ["--server", api_url, "--token", user.token, "-n", namespace]
     job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump({"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob",
-                                   **manifest("cli-job")}))  # fmt: skip
+    job.write_text(yaml.safe_dump(job_manifest("cli-job")))
 
     submitted = cli.invoke(app, ["submit", str(job), *conn, "-o", "json"])
     assert submitted.exit_code == 0, submitted.output

@@ -21,8 +21,9 @@ from kubernetes import client as k8s
 
 from tests.support.apiserver import running_api
 from tests.support.controlplane import ControlPlane
+from tests.support.jobs import job_manifest
 from tests.support.pki import Pki, make_pki
-from tests.support.rbac import SERVICE_AUDIENCE, grant, identity, manifest
+from tests.support.rbac import SERVICE_AUDIENCE, grant, identity
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +90,8 @@ def test_only_a_token_for_the_services_audience_is_accepted(
 
 def stored_job(kube_client: k8s.ApiClient, namespace: str, name: str) -> None:
     """A TrainingJob created straight in the kube API (the service is under test)."""
-    body = {"apiVersion": "phalanx.dev/v1alpha1", "kind": "TrainingJob", **manifest(name)}
     k8s.CustomObjectsApi(kube_client).create_namespaced_custom_object(
-        "phalanx.dev", "v1alpha1", namespace, "trainingjobs", body
+        "phalanx.dev", "v1alpha1", namespace, "trainingjobs", job_manifest(name)
     )
 
 
