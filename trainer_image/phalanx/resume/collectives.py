@@ -27,3 +27,10 @@ def set_collective_timeout(seconds: int) -> None:
     set_timeout = getattr(dist, "set_timeout", None)
     if set_timeout is not None and dist.is_initialized():
         set_timeout(timedelta(seconds=seconds))
+
+
+def rank_and_world() -> tuple[int, int]:
+    """This process's global rank and the world's size; (0, 1) without a process group."""
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1

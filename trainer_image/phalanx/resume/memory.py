@@ -27,8 +27,9 @@ What is kept, two slots per rank (the newest whole snapshot survives a kill duri
   holds one copy of the state, not one per rank; every other pod holds one too, so a lost pod's
   replacement gets it from a peer, and no buddy copy is needed.
 
-When it is used: `peers.decide`, over what every rank of the new epoch offers: the newest step
-not older than storage's newest valid checkpoint whose every needed unit is held somewhere.
+When it is used: `recall`, after a restart, by `peers.decide` over what every rank of the new
+epoch offers: the newest step not older than storage's newest valid checkpoint whose every
+needed unit is held somewhere.
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from phalanx.resume import arena, devices, peers, wire
+from phalanx.resume import arena, devices, recall, wire
 from phalanx.resume.arena import Header, Slot, Unit
-from phalanx.resume.collectives import all_ok
+from phalanx.resume.collectives import rank_and_world
 from phalanx.resume.staging import Copied, LentSnapshot
-from phalanx.resume.statedict import has_shards, local_tensors, restore_into
+from phalanx.resume.statedict import local_tensors
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class MemorySnapshots:
         state, or its shard), and the state's tensors (a collective the first time: `assign`)."""
         skeleton, tensors, sharded = local_tensors(_snapshot_state(stateful))
         roles = self.assign()
-        rank, world = _rank_and_world()
+        rank, world = rank_and_world()
         if sharded:
             first, end = 0, len(tensors)
             unit = Unit(step, self.part, "shard", rank, world)
@@ -280,31 +281,13 @@ class MemorySnapshots:
 
     # loading --------------------------------------------------------------------------------
     def load(self, state: Any, storage_step: int | None) -> int | None:
-        """Load the step `peers.decide` picks (its units from this pod's memory or sent by the
+        """Load the step `recall.choose` picks (its units from this pod's memory or sent by the
         peers that hold them) when it is not older than `storage_step`, the newest valid
         checkpoint on storage: that step, or None (every rank loads from storage)."""
-        self.source = None
-        live = state.state_dict()
-        held = self._held()
-        rank, world = _rank_and_world()
-        offer = peers.Offer(rank, world, self.part, not has_shards(live), frozenset(held))
-        plan = peers.decide(self._gather(offer), -1 if storage_step is None else storage_step)
-        if plan is None:
-            return None
-        received = self._transfer(plan.transfers, held, rank)
-        error = None
-        try:
-            saved = arena.assemble(plan.needs[rank], held, received)
-            state.load_state_dict(restore_into(live, saved))
-        except (ValueError, RuntimeError, IndexError, KeyError) as exc:
-            error = exc
-        if not all_ok(error is None, self.process_group):
-            log.warning(
-                "memory snapshot of step %d not loaded (%s); using storage", plan.step, error
-            )
-            return None
-        self.source = plan.source
-        return plan.step
+        held = recall.held(self.directory if self.enabled else None)
+        loaded = recall.load(state, storage_step, held, self.part, self.process_group, self._group)
+        self.source = loaded[1] if loaded is not None else None
+        return loaded[0] if loaded is not None else None
 
     def discard_newer_than(self, step: int | None) -> None:
         """Invalidate this rank's slots (its own and the copies it keeps) of steps after `step`,
@@ -318,35 +301,6 @@ class MemorySnapshots:
             if held is not None and (step is None or held > step):
                 slot.invalidate()
 
-    def _held(self) -> dict[Unit, Slot]:
-        """Every whole slot in this pod's directory (own, pod siblings', kept), by unit."""
-        if not self.enabled:
-            return {}
-        held: dict[Unit, Slot] = {}
-        for meta in sorted(self._directory.glob("*.meta")):
-            slot = Slot(self._directory, meta.stem)
-            header = slot.header()
-            if header is not None:
-                held.setdefault(header.unit, slot)
-        return held
-
-    def _transfer(self, transfers: tuple[peers.Transfer, ...], held: dict[Unit, Slot],
-                  rank: int) -> dict[Unit, tuple[Header, torch.Tensor] | None]:  # fmt: skip
-        """Go through the plan's transfers in order, sending what this rank holds and receiving
-        what it needs (in one total order, so no two ranks wait on each other)."""
-        received: dict[Unit, tuple[Header, torch.Tensor] | None] = {}
-        group = self._group
-        for transfer in transfers:
-            if group is None:
-                break
-            if transfer.source == rank:
-                read = held[transfer.unit].read()
-                header, data = read if read is not None else (None, None)
-                wire.send(header, data, transfer.target, group)
-            elif transfer.target == rank:
-                received[transfer.unit] = wire.receive(transfer.source, group)
-        return received
-
     def assign(self) -> wire.Roles:
         """Every rank's pod and part, learnt once by a collective (`Resumable` asks at its
         start, so that no snapshot call from inside a step, such as `prepare`, is one)."""
@@ -359,13 +313,6 @@ class MemorySnapshots:
                 rank = dist.get_rank()
             self._roles = wire.roles(rank, places)
         return self._roles
-
-    def _gather(self, offer: peers.Offer) -> list[peers.Offer]:
-        if not dist.is_initialized():
-            return [offer]
-        offers: list[Any] = [None] * dist.get_world_size(self.process_group)
-        dist.all_gather_object(offers, offer, group=self.process_group)
-        return offers
 
     def _slots(self, name: str) -> tuple[Slot, Slot]:
         if name not in self._slot_cache:
@@ -392,9 +339,3 @@ def _snapshot_state(stateful: Any) -> Any:
     the same state, its tensor names kept from one snapshot to the next), else `state_dict()`."""
     snapshot = getattr(stateful, "snapshot_state_dict", None)
     return snapshot() if callable(snapshot) else stateful.state_dict()
-
-
-def _rank_and_world() -> tuple[int, int]:
-    if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
