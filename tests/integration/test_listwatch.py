@@ -28,8 +28,9 @@ CLOSE_SECONDS = kube.KopfSessions.CLOSE_SECONDS
 
 
 def _pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"l": "x"}},
-            "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+    metadata = {"name": name, "labels": {"l": "x"}}
+    spec = {"containers": [{"name": "c", "image": "x"}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def _create_jobs(kube_client: k8s.ApiClient, namespace: str, *names: str) -> None:

@@ -23,10 +23,9 @@ INJECTING = BuildSettings(agent_image="registry/phalanx/controlplane:0.1.0")
 
 
 def job(container: dict[str, object], **spec: Any) -> TrainingJob:
-    template = {"spec": {"containers": [
-        {"name": "train", "image": "user/own:1", **container},
-        {"name": "sidecar", "image": "busybox", "command": ["sleep", "inf"]},
-    ]}}  # fmt: skip
+    train = {"name": "train", "image": "user/own:1", **container}
+    sidecar = {"name": "sidecar", "image": "busybox", "command": ["sleep", "inf"]}
+    template = {"spec": {"containers": [train, sidecar]}}
     changes: dict[str, Any] = {"replicas": {"min": 1, "max": 2}, "template": template, **spec}
     return job_model(metadata={"uid": "u"}, **changes)
 
