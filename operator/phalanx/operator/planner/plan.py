@@ -37,9 +37,10 @@ from phalanx.operator.planner.config import PlannerConfig, Step
 from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.observed import Observed
 from phalanx.operator.planner.progress import ended_unreported, track_progress
-from phalanx.operator.planner.recovery import fail, failures, hang, stragglers
+from phalanx.operator.planner.recovery import fail, failures
 from phalanx.operator.planner.refusal import refused
 from phalanx.operator.planner.sizing import resize, shrink, unschedulable
+from phalanx.operator.planner.stalls import hang, stragglers
 
 
 def plan(

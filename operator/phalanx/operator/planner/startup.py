@@ -28,7 +28,8 @@ from phalanx.operator.planner.decision import Decision
 from phalanx.operator.planner.heartbeat import Timeout, adaptive_timeout
 from phalanx.operator.planner.inplace import BUSY_ACK_FACTOR
 from phalanx.operator.planner.observed import Observed, PodView
-from phalanx.operator.planner.recovery import peers_first, restart, restart_size
+from phalanx.operator.planner.recovery import restart, restart_size
+from phalanx.operator.planner.stalls import peers_first
 
 AGENT_SILENCE_SECONDS = 15.0
 """An agent that has not renewed its report for this long is frozen (hangTimeoutSeconds, when
