@@ -96,12 +96,18 @@ def test_aio_a_version_the_api_server_no_longer_has_is_expired(
     asyncio.run(scenario())
 
 
-def test_aio_a_refused_list_is_an_error_with_the_api_servers_words(
-    control_plane: ControlPlane,
-) -> None:
+def _refused(control_plane: ControlPlane) -> kube.Configuration:
+    """Credentials the API server refuses (401): a token it never issued, no client certificate."""
     configuration = load_configuration(control_plane.kubeconfig)
     configuration.api_key = {"BearerToken": "Bearer not-a-token"}
     configuration.cert_file = configuration.key_file = None
+    return configuration
+
+
+def test_aio_a_refused_list_is_an_error_with_the_api_servers_words(
+    control_plane: ControlPlane,
+) -> None:
+    configuration = _refused(control_plane)
 
     async def scenario() -> None:
         try:
@@ -144,17 +150,14 @@ def test_sync_watches_from_a_version_given_and_relists_on_410(
         seen.append(change)
         if change.kind == "SYNCED":
             stop.set()
-    assert [(c.kind, c.thing.get("metadata", {}).get("name")) for c in seen] == [
-        ("LISTED", "a"), ("SYNCED", None),
-    ]  # fmt: skip
+    seen_as = [(c.kind, c.thing.get("metadata", {}).get("name")) for c in seen]
+    assert seen_as == [("LISTED", "a"), ("SYNCED", None)]
 
 
 def test_sync_a_refusal_without_retry_is_raised_with_its_status(
     control_plane: ControlPlane,
 ) -> None:
-    configuration = load_configuration(control_plane.kubeconfig)
-    configuration.api_key = {"BearerToken": "Bearer not-a-token"}
-    configuration.cert_file = configuration.key_file = None
+    configuration = _refused(control_plane)
     with k8s.ApiClient(configuration) as refused, pytest.raises(WatchError) as raised:
         next(iter(sync.follow(refused, Query(JOBS), retry=False)))
     assert raised.value.status == 401
