@@ -109,7 +109,7 @@ test-integration: $(SETUP) binaries browser ## Run the tests against the real ku
 
 .PHONY: apiserver
 apiserver: $(SETUP) binaries ## Start a local kube-apiserver + etcd with the CRD installed (Ctrl-C stops)
-	$(PYTHON) -m tests.support.controlplane --dir .artifacts/apiserver
+	$(PYTHON) -m harness.controlplane --dir .artifacts/apiserver
 
 ##@ Generate
 

@@ -63,10 +63,10 @@ from bench.api_service import (
     versions,
     wait_for_cache,
 )
+from harness.controlplane import free_port, running_control_plane
+from harness.pki import make_pki
+from harness.rbac import grant_jobs, identity
 from phalanx.server.settings import ServerSettings
-from tests.support.controlplane import free_port, running_control_plane
-from tests.support.pki import make_pki
-from tests.support.rbac import grant_jobs, identity
 
 SERVER_PROCESSES = ("etcd", "kube-apiserver")
 """Besides the API service: whose CPU counts as serving (the controller manager does not)."""

@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.jobs import training_job
+from harness.rbac import Identity
 from phalanx.kubeconfig import load_configuration
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from phalanx.server.settings import ServerSettings
-from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import ControlPlane, wait_until
-from tests.support.rbac import Identity
 
 NAMESPACE = "bench"
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
 
 AUDIT_USER = "phalanx-operator"
 TOKEN = "phalanx-bench-operator-token"

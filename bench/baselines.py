@@ -47,11 +47,11 @@ from bench import kwok
 from bench.audit import audit_args, operator_kubeconfig, requests_between
 from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.tally import Tally, start_watches
+from harness.controlplane import ControlPlane, running_control_plane, wait_until
+from harness.jobs import training_job
 from phalanx.models.job import TrainingJob
 from phalanx.operator import builder
 from phalanx.operator.settings import OperatorSettings
-from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import ControlPlane, running_control_plane, wait_until
 
 NAMESPACE = "bench"
 PODS_PER_NODE = 8

@@ -64,14 +64,14 @@ from bench.profile import summarise
 from bench.stats import quantile
 from bench.storm import failures, storm_nodes, timeline
 from bench.tally import GROUP, PLURAL, VERSION, Tally, start_watches
-from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import (
+from harness.controlplane import (
     ControlPlane,
     binaries_dir,
     free_port,
     running_control_plane,
     wait_until,
 )
+from harness.jobs import training_job
 
 NAMESPACE = "bench"
 AGENTS_LATE_SECONDS = 3600

@@ -41,9 +41,9 @@ from kubernetes import config as k8s_config
 from bench import kwok, stats, torchrun
 from bench.goodput import job, steps_of
 from bench.recovery import TRAIN_SECONDS_BEFORE_FAULT, Injector
+from harness.controlplane import ControlPlane, running_control_plane, wait_until
 from phalanx.local import LocalRun, RunOptions
 from phalanx.models.events import EventReason
-from tests.support.controlplane import ControlPlane, running_control_plane, wait_until
 
 DECISIONS = {EventReason.RESTART, EventReason.SHRINK, EventReason.HANG}
 NODE_MONITOR_GRACE_SECONDS = 50.0

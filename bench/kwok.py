@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kubernetes import client as k8s
 
-from tests.support.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[1]
 MANAGED = "kwok.x-k8s.io/node"

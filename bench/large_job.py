@@ -45,9 +45,9 @@ from bench.process_stats import cpu_seconds, peak_rss_mib
 from bench.profile import summarise
 from bench.stats import quantile
 from bench.tally import GROUP, PLURAL, VERSION
+from harness.controlplane import wait_until
+from harness.jobs import training_job
 from phalanx.models.names import node_pod_name, service_account_name
-from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import wait_until
 
 JOB = "large"
 WAIT_SECONDS = 600

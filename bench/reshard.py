@@ -25,11 +25,11 @@ import torch.multiprocessing as mp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.multiprocessing.spawn import ProcessExitedException, start_processes
 
+from harness.controlplane import free_port
 from phalanx.resume.checkpoint import CheckpointManager
 from phalanx.resume.state import AppState, TrainingProgress
 from phalanx.trainer.model import ModelConfig, TinyLM
 from phalanx.trainer.parallel import fully_shard_model
-from tests.support.controlplane import free_port
 
 
 def _sharded_state(config: ModelConfig) -> AppState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.jobs import job_manifest
+from harness.jobs import job_manifest
 
 IMAGE = "phalanx/trainer:0.1.0"
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.jobs import job_manifest
 from phalanx.models import labels
 from tests.e2e.cluster import KindCluster, wait_for
 from tests.e2e.user_programs import USER_IMAGE
-from tests.support.jobs import job_manifest
 
 LOOP = "import time\nfor step in range(120):\n    time.sleep(0.25)\nprint('done')\n"
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.jobs import job_manifest
 from tests.e2e.cluster import KindCluster, for_kind, wait_for
-from tests.support.jobs import job_manifest
 from tests.support.manifests import EXAMPLES_DIR
 
 USER_IMAGE = "phalanx/user-python:0.1.0"

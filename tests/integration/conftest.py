@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.support.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 
 _HERE = Path(__file__).parent
 PODGROUP_CRD = REPO_ROOT / "tests/fixtures/crds/scheduling.x-k8s.io_podgroups.yaml"

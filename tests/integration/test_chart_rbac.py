@@ -30,15 +30,16 @@ from kubernetes import config as k8s_config
 from kubernetes import utils as k8s_utils
 from kubernetes.client.exceptions import ApiException
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.jobs import training_job
+from harness.rbac import grant, grant_jobs, identity
 from phalanx.operator.cluster import kube, status_write
 from phalanx.operator.metrics import OperatorMetrics
-from tests.integration.operator.conftest import Cluster, operator_settings, training_job
+from tests.integration.operator.conftest import Cluster, operator_settings
 from tests.support.apiserver import running_api
 from tests.support.chart import CHART, Helm, Manifest, build_helm, of_kind
-from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_thread
-from tests.support.rbac import grant, grant_jobs, identity
 
 SMOKE_TEST = CHART / "files/smoke-test.py"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

@@ -20,10 +20,10 @@ from kubernetes import client as k8s
 from kubernetes import utils as k8s_utils
 from kubernetes.client.exceptions import ApiException
 
+from harness.controlplane import ControlPlane, wait_until
 from phalanx.operator.cluster import kube
 from tests.integration.test_chart_rbac import token_for, token_kubeconfig
 from tests.support.chart import Helm, Manifest, build_helm, of_kind
-from tests.support.controlplane import ControlPlane, wait_until
 from tests.unit.test_chart_rbac_rules import OPERATOR_RIGHTS
 
 KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.controlplane import ControlPlane, running_control_plane, wait_until
+from harness.controlplane import ControlPlane, running_control_plane, wait_until
 
 
 def test_binaries_report_their_real_version(control_plane: ControlPlane) -> None:

@@ -14,8 +14,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from harness.jobs import job_manifest
 from phalanx.models import GROUP, PLURAL, VERSION, TrainingJob, field_errors
-from tests.support.jobs import job_manifest
 from tests.support.manifests import InvalidManifest, example_paths, invalid_manifests, load_yaml
 
 

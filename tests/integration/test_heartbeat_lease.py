@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane
+from harness.jobs import job_model
 from phalanx.agent.kubeapi import KubeAPI, KubeError
 from phalanx.agent.lease_channel import LeaseReports
 from phalanx.agent.sinks import LeaseSink
@@ -19,8 +21,6 @@ from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.report_shards import SHARED_RANKS, report_lease
 from phalanx.operator import builder, observe
 from phalanx.operator.cluster.report_leases import grant_shards
-from tests.support.controlplane import ControlPlane
-from tests.support.jobs import job_model
 
 
 def unowned(manifest: dict[str, Any]) -> dict[str, Any]:

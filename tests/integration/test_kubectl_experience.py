@@ -11,9 +11,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
 from phalanx.models import GROUP, PLURAL, VERSION
 from tests.integration.test_crd_admission import create, get_job, minimal
-from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.manifests import KUBECTL_GET_COLUMNS
 
 

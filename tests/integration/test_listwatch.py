@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane
+from harness.jobs import job_manifest
 from phalanx.kubeconfig import load_configuration
 from phalanx.listwatch import aio, sync
 from phalanx.listwatch.protocol import Change, ExpiredError, Query, Reading, Resource, WatchError
 from phalanx.models import GROUP, PLURAL, VERSION
 from phalanx.operator.cluster import kube
-from tests.support.controlplane import ControlPlane
-from tests.support.jobs import job_manifest
 
 PODS = Resource("/api/v1", "pods")
 JOBS = Resource(f"/apis/{GROUP}/{VERSION}", PLURAL)

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane
 from phalanx.operator.cluster.kube import ServedGroup
 from tests.integration.conftest import PODGROUP_CRD
-from tests.support.controlplane import ControlPlane
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from harness.controlplane import wait_until
 from phalanx.cli.main import app
 from phalanx.local.launch import memory_root, sweep_memory_roots
 from phalanx.models import TrainingJob, field_errors
-from tests.support.controlplane import wait_until
 from tests.support.gang import last_step, records
 from tests.support.local import QUICKSTART, manifest, phalanx, start_phalanx
 from tests.support.manifests import InvalidManifest, example_paths, invalid_manifests

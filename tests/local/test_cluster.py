@@ -7,8 +7,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.controlplane import wait_until
 from phalanx.local.cluster import Launch, LocalCluster, LocalPod
-from tests.support.controlplane import wait_until
 
 IGNORES_SIGTERM = (
     "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.jobs import job_manifest
+from harness.jobs import job_manifest
 from tests.support.local import ROOT, event_reasons, phalanx
 
 EXAMPLES = ROOT / "deploy" / "examples"

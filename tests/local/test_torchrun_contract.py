@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.controlplane import free_port
-from tests.support.jobs import job_manifest
+from harness.controlplane import free_port
+from harness.jobs import job_manifest
 from tests.support.local import ROOT, phalanx
 
 SCRIPT = ROOT / "tests" / "scripts" / "elastic_env.py"

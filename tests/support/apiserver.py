@@ -12,9 +12,9 @@ import httpx
 import uvicorn
 from kubernetes import client as k8s
 
+from harness.controlplane import free_port, wait_until
 from phalanx.server.app import create_app
 from phalanx.server.settings import ServerSettings
-from tests.support.controlplane import free_port, wait_until
 
 
 @contextmanager

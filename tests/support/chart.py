@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.controlplane import REPO_ROOT
+from harness.controlplane import REPO_ROOT
 
 CHART = REPO_ROOT / "charts/phalanx"
 TOOLS_SCRIPT = REPO_ROOT / "tests/tools/cluster-tools.sh"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.controlplane import free_port, wait_until
+from harness.controlplane import free_port, wait_until
 
 
 @dataclass

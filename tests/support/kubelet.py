@@ -15,8 +15,8 @@ from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
+from harness.controlplane import wait_until
 from phalanx.models import labels
-from tests.support.controlplane import wait_until
 
 
 def _now() -> str:

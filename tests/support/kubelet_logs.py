@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client as k8s
 
-from tests.support.pki import Pki
+from harness.pki import Pki
 
 FOLLOW_SECONDS = 60.0
 """A follow stream ends after this long even if the test forgot to `finish` the pod."""

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.controlplane import free_port, wait_until
+from harness.controlplane import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "phalanx-test"

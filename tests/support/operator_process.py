@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.controlplane import ControlPlane, wait_until
 from phalanx.operator.main import run_in_thread
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.settings import OperatorSettings
-from tests.support.controlplane import ControlPlane, wait_until
 
 READY_SECONDS = 30.0
 """How long an operator may take to be ready, and to stop."""

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.controlplane import REPO_ROOT, free_port, wait_until
 from phalanx.models import exits
 from phalanx.resume.checkpoint import CheckpointManager
-from tests.support.controlplane import REPO_ROOT, free_port, wait_until
 from tests.support.gang import records, run_until_step, start_node
 
 SCRIPTS = REPO_ROOT / "tests/scripts"

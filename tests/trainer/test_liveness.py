@@ -8,13 +8,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.controlplane import wait_until
 from phalanx.agent.liveness import (
     UNTRACKED_RENEW_SECONDS,
     Liveness,
     Renewals,
     tracks_phases,
 )
-from tests.support.controlplane import wait_until
 
 
 class Clock:

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from harness.jobs import job_model
 from phalanx.models import TrainingJob
 from phalanx.operator.planner import memory
 from phalanx.trainer.config import TrainerConfig
 from phalanx.trainer.model import ModelConfig, TinyLM
-from tests.support.jobs import job_model
 
 PROBE = Path(__file__).resolve().parents[1] / "scripts" / "memory_probe.py"
 TOLERANCE = 0.05

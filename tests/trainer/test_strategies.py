@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from harness.controlplane import free_port
 from phalanx.resume.checkpoint import CheckpointManager
-from tests.support.controlplane import free_port
 from tests.support.gang import kept_trajectory, start_node
 
 STEPS = 6

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from harness.jobs import job_model
 from phalanx.models import TrainingJob, labels
 from phalanx.operator.builder import BuildSettings, node_pod, standby_pod
 from phalanx.operator.builder.agent import AGENT_DIR, AGENT_FILE, BUNDLED_AT, INIT_CONTAINER
-from tests.support.jobs import job_model
 from tests.support.manifests import REPO_ROOT
 
 INJECTING = BuildSettings(agent_image="registry/phalanx/controlplane:0.1.0")

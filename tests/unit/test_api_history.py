@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from harness.jobs import job_manifest
 from phalanx.server.history import JobHistory
-from tests.support.jobs import job_manifest
 
 KEY = ("ns", "job")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from harness.jobs import job_manifest
 from phalanx.control import views
 from phalanx.control.errors import BadRequestError
-from tests.support.jobs import job_manifest
 
 
 def job(namespace: str, name: str, phase: str | None = None, **labels: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.controlplane import REPO_ROOT
 from phalanx.operator.settings import OperatorSettings
 from phalanx.server.settings import ServerSettings
 from tests.support.chart import (
@@ -25,7 +26,6 @@ from tests.support.chart import (
     named,
     of_kind,
 )
-from tests.support.controlplane import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 DASHBOARD = DEPLOY / "grafana/phalanx-jobs.json"

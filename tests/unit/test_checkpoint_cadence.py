@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.jobs import job_model
 from phalanx.control import views
 from phalanx.models import TrainingJob, env
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.models.status import CheckpointRef, TrainingJobStatus
 from phalanx.progress import Reporter
 from phalanx.resume.settings import CheckpointSettings, SettingsError
-from tests.support.jobs import job_model
 
 
 def _ref(step: int, previous: int | None = None) -> CheckpointRef:

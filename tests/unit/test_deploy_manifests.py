@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.controlplane import REPO_ROOT
 from tests.support.chart import (
     RENDER_DEPLOY,
     Helm,
     Manifest,
 )
-from tests.support.controlplane import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 K8S_BINARIES = REPO_ROOT / "tests/tools/k8s-binaries.sh"

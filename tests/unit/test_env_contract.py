@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from harness.jobs import job_model
 from phalanx.agent.epoch_env import epoch_env
 from phalanx.agent.wire import Assignment
 from phalanx.models import TrainingJob, env
@@ -19,7 +20,6 @@ from phalanx.pod import PodEnv
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
 from tests.support import container_env
-from tests.support.jobs import job_model
 
 
 def _job() -> TrainingJob:

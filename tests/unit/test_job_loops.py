@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from harness.jobs import job_manifest
 from phalanx.operator.loops import JobLoops
-from tests.support.jobs import job_manifest
 
 KEY = ("ns", "j")
 DEADLINE_SECONDS = 5.0

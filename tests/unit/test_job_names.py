@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from harness.jobs import job_manifest
 from phalanx.models import ObjectMeta, TrainingJob, crdgen, field_errors, names
 from phalanx.operator import builder
 from phalanx.operator.builder.env import master_addr
-from tests.support.jobs import job_manifest
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(rf"{DNS1123_LABEL.pattern}(\.{DNS1123_LABEL.pattern})*")

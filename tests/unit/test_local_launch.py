@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from harness.jobs import job_manifest
 from phalanx.local.cluster import LocalCluster
 from phalanx.local.executor import LocalExecutor
 from phalanx.local.launch import Workdir, expand, node_launch, runs_agent
 from phalanx.models import TrainingJob, env
 from phalanx.operator.planner import CreateStandbyPod, Plan
-from tests.support.jobs import job_manifest
 from tests.unit.planner.builders import T0
 
 

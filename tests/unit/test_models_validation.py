@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from harness.jobs import job_manifest
 from phalanx.models import TrainingJob, field_errors
-from tests.support.jobs import job_manifest
 from tests.support.manifests import example_paths, invalid_manifests, load_yaml
 
 INVALID = invalid_manifests()

@@ -8,8 +8,8 @@ from typing import cast
 
 import kopf
 
+from harness.jobs import job_manifest
 from phalanx.operator.essence import AnnotationProgressStorage, SpecDiffBaseStorage
-from tests.support.jobs import job_manifest
 
 
 def _job() -> kopf.RawBody:

@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from kubernetes import client as k8s
 
+from harness.jobs import job_manifest
 from phalanx.listwatch.protocol import Change, Query
 from phalanx.models import labels
 from phalanx.operator.cluster.pod_watch import LeaseIndex, LeaseWatch, PodIndex, PodWatch
@@ -17,7 +18,6 @@ from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import STALE_WAIT_SECONDS, Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import PlannerConfig
-from tests.support.jobs import job_manifest
 
 
 def _pod(name: str, job: str | None = "j", namespace: str = "ns", phase: str = "Pending",

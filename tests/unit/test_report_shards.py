@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness.jobs import job_model
 from phalanx.models import TrainingJob, labels, names
 from phalanx.models.report_shards import (
     OWN_LEASES,
@@ -20,7 +21,6 @@ from phalanx.models.report_shards import (
     shards_for,
 )
 from phalanx.operator import builder, observe
-from tests.support.jobs import job_model
 
 N, S, OWN = REPORTS_PER_LEASE, SHARED_RANKS, OWN_LEASES
 PAST_OWN = OWN - S + 1

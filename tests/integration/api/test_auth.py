@@ -15,8 +15,8 @@ import sys
 import httpx
 from kubernetes import client as k8s
 
-from tests.support.controlplane import wait_until
-from tests.support.rbac import grant, grant_jobs, identity, manifest
+from harness.controlplane import wait_until
+from harness.rbac import grant, grant_jobs, identity, manifest
 
 
 def test_a_user_with_a_role_in_a_lists_creates_and_scales_there_and_is_403_in_b(

@@ -25,13 +25,13 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from typer.testing import CliRunner, Result
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.jobs import job_manifest
+from harness.rbac import Identity, grant, grant_jobs, identity
 from phalanx.cli.kubedirect import DirectClient
 from phalanx.cli.main import app
 from phalanx.models import GROUP, PLURAL, VERSION
-from tests.support.controlplane import ControlPlane, wait_until
-from tests.support.jobs import job_manifest
 from tests.support.kubelet_logs import serving_logs
-from tests.support.rbac import Identity, grant, grant_jobs, identity
 
 cli = CliRunner()
 NO_ENV = {"PHALANX_SERVER": None, "PHALANX_TOKEN": None, "PHALANX_NAMESPACE": None,

@@ -11,10 +11,10 @@ import yaml
 from kubernetes import client as k8s
 from typer.testing import CliRunner
 
+from harness.controlplane import wait_until
+from harness.jobs import job_manifest
+from harness.rbac import grant_jobs, identity
 from phalanx.cli.main import app
-from tests.support.controlplane import wait_until
-from tests.support.jobs import job_manifest
-from tests.support.rbac import grant_jobs, identity
 
 cli = CliRunner()
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from kubernetes import client as k8s
 
+from harness.jobs import training_job
+from harness.rbac import grant, grant_jobs, identity
 from phalanx.models.job import GROUP, PLURAL, VERSION
-from tests.integration.operator.conftest import training_job
-from tests.support.rbac import grant, grant_jobs, identity
 
 CHECKS = (
     "not_a_server_error",

@@ -19,11 +19,11 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane
+from harness.jobs import job_manifest
+from harness.pki import Pki, make_pki
+from harness.rbac import SERVICE_AUDIENCE, grant, identity
 from tests.support.apiserver import running_api
-from tests.support.controlplane import ControlPlane
-from tests.support.jobs import job_manifest
-from tests.support.pki import Pki, make_pki
-from tests.support.rbac import SERVICE_AUDIENCE, grant, identity
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ from typing import Any, cast
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.jobs import training_job
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.settings import OperatorSettings
-from tests.support.controlplane import ControlPlane, wait_until
-from tests.support.jobs import job_manifest
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_thread
 
@@ -106,14 +106,6 @@ class Cluster:
             )
         except TimeoutError as error:
             raise AssertionError(f"{error}; last value: {self.metric(name, **labels)}") from error
-
-
-def training_job(name: str, **spec: Any) -> dict[str, Any]:
-    """A TrainingJob manifest (`job_manifest`) with nprocPerNode 2 and a short backoff (the
-    operator's restarts come within the tests' waits) unless overridden."""
-    backoff = {"initialSeconds": 1, "maxSeconds": 2}
-    spec = {"nprocPerNode": 2, "failurePolicy": {"backoff": backoff}, **spec}
-    return job_manifest(name, container={"image": "phalanx/trainer:test"}, **spec)
 
 
 def operator_settings(

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from bench.agent_fleet import FAILURE_POLICY, AgentFleet
+from harness.controlplane import ControlPlane
 from phalanx.models.names import node_pod_name
 from tests.integration.operator.conftest import Cluster
 from tests.integration.operator.test_inplace import as_pods
-from tests.support.controlplane import ControlPlane
 
 
 def _trains(epoch: int) -> Any:

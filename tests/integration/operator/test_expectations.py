@@ -22,6 +22,8 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from harness.controlplane import wait_until
+from harness.jobs import training_job
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import lease_name, node_pod_name
 from phalanx.models.report_shards import shard_lease
@@ -31,8 +33,6 @@ from phalanx.operator.execute import Executor
 from phalanx.operator.handlers import Reconciler
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.planner import CreateNodePod, DeletePods, EnsureChildren, Plan, PlannerConfig
-from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import wait_until
 
 LAPSE_SECONDS = 1.0
 

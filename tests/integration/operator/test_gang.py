@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from kubernetes import client as k8s
 
+from harness.controlplane import wait_until
 from phalanx.models import env, labels
 from tests.integration.operator.conftest import NCCL_DEFAULTS, Cluster
 from tests.support import container_env
-from tests.support.controlplane import wait_until
 
 
 def test_job_gets_rank_assigned_pods_with_the_env_contract(cluster: Cluster) -> None:

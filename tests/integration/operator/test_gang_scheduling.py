@@ -8,9 +8,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.jobs import training_job
 from phalanx.operator.metrics import OperatorMetrics
-from tests.integration.operator.conftest import operator_settings, training_job
-from tests.support.controlplane import ControlPlane, wait_until
+from tests.integration.operator.conftest import operator_settings
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_thread
 

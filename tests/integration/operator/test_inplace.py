@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
 from phalanx.agent.kubeapi import KubeAPI, KubeError, lease_path
 from phalanx.agent.lease_channel import LeaseAssignments, LeaseReports
 from phalanx.agent.wire import Report
 from phalanx.models.report_shards import SHARED_RANKS, report_lease, shard_lease, shards_for
 from phalanx.models.vocabulary import AgentState
 from tests.integration.operator.conftest import Cluster
-from tests.support.controlplane import ControlPlane, wait_until
 
 
 @contextmanager

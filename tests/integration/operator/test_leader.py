@@ -19,9 +19,9 @@ from typing import Any, cast
 
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.jobs import training_job
 from phalanx.models.job import GROUP, PLURAL, VERSION
-from tests.integration.operator.conftest import training_job
-from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_process
 

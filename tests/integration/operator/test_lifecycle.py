@@ -8,13 +8,14 @@ from __future__ import annotations
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from harness.controlplane import wait_until
+from harness.jobs import training_job
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from phalanx.models.names import assignment_lease_name
 from phalanx.operator.handlers import FINALIZER
-from tests.integration.operator.conftest import Cluster, training_job
-from tests.support.controlplane import wait_until
+from tests.integration.operator.conftest import Cluster
 
 
 def test_all_ranks_exit_0_then_ttl_deletes_the_job(cluster: Cluster) -> None:

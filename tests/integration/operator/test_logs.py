@@ -13,12 +13,12 @@ import threading
 import pytest
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, wait_until
+from harness.rbac import grant, grant_jobs, identity
 from phalanx.sdk import Client, ForbiddenError, NotFoundError
 from tests.integration.operator.conftest import Cluster
 from tests.support.apiserver import running_api
-from tests.support.controlplane import ControlPlane, wait_until
 from tests.support.kubelet_logs import serving_logs
-from tests.support.rbac import grant, grant_jobs, identity
 
 LINES = [f"step {i} loss {4 - i / 10:.1f}" for i in range(1, 4)]
 

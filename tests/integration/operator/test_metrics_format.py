@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane, binaries_dir, free_port, wait_until
+from harness.jobs import training_job
+from harness.rbac import grant_jobs, identity
 from phalanx.models.job import GROUP, PLURAL, VERSION
-from tests.integration.operator.conftest import training_job
 from tests.support.apiserver import running_api
-from tests.support.controlplane import ControlPlane, binaries_dir, free_port, wait_until
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_process
-from tests.support.rbac import grant_jobs, identity
 
 
 def promtool_check(text: str) -> str:

@@ -10,10 +10,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from harness.controlplane import ControlPlane
 from phalanx.models import labels
 from phalanx.operator.cluster import kube
 from phalanx.operator.cluster.pod_watch import LeaseWatch, PodWatch
-from tests.support.controlplane import ControlPlane
 
 DEADLINE_SECONDS = 30.0
 

@@ -18,12 +18,13 @@ from typing import Any
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.controlplane import wait_until
+from harness.jobs import training_job
 from phalanx.models import names
 from phalanx.models.job import TrainingJob
 from phalanx.models.report_shards import shards_for
 from phalanx.operator import builder
-from tests.integration.operator.conftest import Cluster, training_job
-from tests.support.controlplane import wait_until
+from tests.integration.operator.conftest import Cluster
 
 LONGEST = ("a-job-with-the-longest-name-phalanx-admits-" + "x" * 50)[: names.MAX_NAME_LENGTH]
 BAD_PORT = [{"name": "trainer", "image": "phalanx/trainer:test",

@@ -14,10 +14,11 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
+from harness.jobs import training_job
+from harness.rbac import grant, grant_jobs, identity
 from phalanx.sdk import AsyncClient, Client, InvalidError, NotFoundError
-from tests.integration.operator.conftest import Cluster, training_job
+from tests.integration.operator.conftest import Cluster
 from tests.support.apiserver import running_api
-from tests.support.rbac import grant, grant_jobs, identity
 
 
 def test_wait_for_returns_when_the_job_succeeds(

@@ -16,11 +16,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from typer.testing import CliRunner
 
+from harness.rbac import grant, grant_jobs, identity
 from phalanx.cli.main import app
 from tests.integration.operator.conftest import Cluster
 from tests.support.apiserver import running_api
 from tests.support.browser import artifacts_dir, chromium, page_state
-from tests.support.rbac import grant, grant_jobs, identity
 
 NARROW, WIDE = (720, 900), (1400, 1100)
 TOTAL_STEPS, STEP_SECONDS = 1000, 6.5  # epoch 3: 900 steps left, 1 h 37 min 30 s

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from harness.jobs import job_model
 from phalanx.models import TrainingJob
 from phalanx.models.heartbeat import Heartbeat
 from phalanx.operator.planner import Observed, PodView, plan
 from phalanx.operator.planner.actions import PatchStatus, Plan
 from phalanx.operator.planner.config import PlannerConfig
-from tests.support.jobs import job_model
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

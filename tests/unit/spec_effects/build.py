@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 from unittest import mock
 
+from harness.jobs import DEFAULT_SPEC, job_manifest
 from phalanx.models import TrainingJob, env
 from phalanx.operator.builder import BuildSettings, node_pod
 from phalanx.operator.builder.children import Manifest
@@ -20,7 +21,6 @@ from phalanx.pod import PodEnv
 from phalanx.resume.settings import CheckpointSettings
 from phalanx.trainer.config import TrainerConfig
 from tests.support import container_env
-from tests.support.jobs import DEFAULT_SPEC, job_manifest
 
 
 class Unset(Enum):
@@ -38,7 +38,7 @@ Observer = Callable[[TrainingJob], object]
 """What of a built job shows a field: pod fields, env values, settings, planner decisions."""
 
 BASE_SPEC: dict[str, Any] = DEFAULT_SPEC
-"""Only the required fields (the tests' one job, `tests.support.jobs`): every other field is at
+"""Only the required fields (the tests' one job, `harness.jobs`): every other field is at
 its default. The job is named `j`, like the pods of `tests.unit.planner.builders`."""
 
 

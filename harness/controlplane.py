@@ -5,7 +5,7 @@ RBAC, resourceVersion conflicts, watches). Like controller-runtime's envtest, th
 pinned binaries that `tests/tools/k8s-binaries.sh` builds, with TLS, RBAC and service-account
 token issuing, writes an admin kubeconfig and installs the shipped CRD.
 
-Contributors: `make apiserver` (or `python -m tests.support.controlplane`) starts one and prints
+Contributors: `make apiserver` (or `python -m harness.controlplane`) starts one and prints
 the KUBECONFIG to export; Ctrl-C stops it.
 """
 
@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.pki import Pki, make_pki
+from harness.pki import Pki, make_pki
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 BINARIES_SCRIPT = REPO_ROOT / "tests/tools/k8s-binaries.sh"
 SHIPPED_CRDS = (REPO_ROOT / "deploy/crds/phalanx.dev_trainingjobs.yaml",)
 START_TIMEOUT_S = 60.0

@@ -58,3 +58,11 @@ def job_manifest(
 def job_model(name: str = "j", *, namespace: str = "ns", **changes: Any) -> TrainingJob:
     """`job_manifest`'s job, validated as the operator reads it (in namespace `namespace`)."""
     return TrainingJob.model_validate(job_manifest(name, namespace=namespace, **changes))
+
+
+def training_job(name: str, **spec: Any) -> dict[str, Any]:
+    """A TrainingJob manifest (`job_manifest`) with nprocPerNode 2 and a short backoff (the
+    operator's restarts come within the tests' waits) unless overridden."""
+    backoff = {"initialSeconds": 1, "maxSeconds": 2}
+    spec = {"nprocPerNode": 2, "failurePolicy": {"backoff": backoff}, **spec}
+    return job_manifest(name, container={"image": "phalanx/trainer:test"}, **spec)

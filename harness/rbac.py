@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.jobs import job_manifest
+from harness.jobs import job_manifest
 
 TRAININGJOB_RULES = [
     k8s.V1PolicyRule(
