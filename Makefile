@@ -205,19 +205,19 @@ bench-quick: $(SETUP) bench-tools ## Every benchmark in about 11 min (quick mode
 
 .PHONY: bench-controlplane
 bench-controlplane: $(SETUP) bench-tools ## Operator at scale: 200 jobs x 8 pods on the real API server, kube-scheduler and kwok, and a failure storm
-	$(PYTHON) -m bench.controlplane
+	$(PYTHON) -m bench.controlplane.controlplane
 
 .PHONY: bench-checkpoint
 bench-checkpoint: $(SETUP) ## Training time blocked by an async vs a sync checkpoint save
-	$(PYTHON) -W ignore -m bench.checkpoint
+	$(PYTHON) -W ignore -m bench.snapshot.checkpoint
 
 .PHONY: bench-recovery
 bench-recovery: $(SETUP) ## Local backend: time to recover from a killed node, goodput with failures
-	$(PYTHON) -m bench.recovery
+	$(PYTHON) -m bench.recovery.recovery
 
 .PHONY: bench-api
 bench-api: $(SETUP) binaries ## API service: list/get latency and req/s from its cache vs the kube API (1000 jobs)
-	$(PYTHON) -m bench.api
+	$(PYTHON) -m bench.api.api
 
 ##@ Help
 

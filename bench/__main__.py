@@ -36,6 +36,18 @@ RECOVERY = "worker,spare,shrink,torchrun,worker-large,node-large-fsdp,torchrun-l
 benchmark's business here), the 117.5 M-parameter FSDP node lost among them, so that its ratio to
 the DDP worker kill has both sides in the suite's run."""
 
+MODULES = {
+    "checkpoint": "bench.snapshot.checkpoint",
+    "snapshot": "bench.snapshot.snapshot",
+    "controlplane": "bench.controlplane.controlplane",
+    "large_job": "bench.controlplane.large_job",
+    "api": "bench.api.api",
+    "detection": "bench.recovery.detection",
+    "recovery": "bench.recovery.recovery",
+    "intervals": "bench.recovery.intervals",
+}
+"""Each benchmark's module, in its family's package (`python -m` runs it alone too)."""
+
 MODES: dict[str, dict[str, tuple[list[str], int]]] = {
     # benchmark -> (its arguments, its time limit in seconds)
     "quick": {
@@ -162,7 +174,7 @@ def main() -> int:
     for name in names:
         arguments, limit = plan[name]
         out = args.results.with_name(f"{name}.json")
-        command = [sys.executable, "-m", f"bench.{name}", *arguments, "--json", str(out)]
+        command = [sys.executable, "-m", MODULES[name], *arguments, "--json", str(out)]
         if name not in ("intervals", "detection"):
             command += ["--out", str(args.results.with_name(f"{name}.md"))]
         print(f"::: {name}: {' '.join(command[1:])} (limit {limit} s)", flush=True)

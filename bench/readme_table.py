@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import stats, targets
+from bench import targets
+from bench.common import stats
 
 Figures = dict[str, Any]
 Row = tuple[str, str, str, str, str]

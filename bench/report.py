@@ -14,20 +14,15 @@ from typing import Any
 
 import matplotlib
 
-from bench import (
-    kind_faults,
-    kind_figures,
-    kind_scheduling,
-    readme_table,
-    report_largejob,
-    report_snapshot,
-    stats,
-    targets,
-)
-from bench.report_controlplane import controlplane_section
-from bench.report_format import pct as _pct
-from bench.report_format import ratio as _ratio
-from bench.report_goodput import GOODPUT_NOTE, _goodput_section, goodput_plot
+from bench import readme_table, targets
+from bench.common import stats
+from bench.common.report_format import pct as _pct
+from bench.common.report_format import ratio as _ratio
+from bench.controlplane import report_largejob
+from bench.controlplane.report_controlplane import controlplane_section
+from bench.kind import kind_faults, kind_figures, kind_scheduling
+from bench.recovery.report_goodput import GOODPUT_NOTE, _goodput_section, goodput_plot
+from bench.snapshot import report_snapshot
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt

@@ -13,9 +13,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import stats
-from bench.target_base import Checker, Figures, KindRecords, Measured
-from bench.targets_controlplane import CONTROLPLANE_CHECKERS
+from bench.common import stats
+from bench.common.target_base import Checker, Figures, KindRecords, Measured
+from bench.controlplane.targets_controlplane import CONTROLPLANE_CHECKERS
 
 TARGETS_FILE = Path(__file__).with_name("targets.toml")
 
@@ -217,7 +217,7 @@ def _memory_share(limit: float) -> Checker:
 
 
 def _snapshot_blocking(results: Figures, _: KindRecords) -> list[Measured]:
-    """The most a snapshot blocks the loop (bench.snapshot: the call and the copy), as a share
+    """The most a snapshot blocks the loop (bench.snapshot.snapshot: the call and the copy), as a share
     of the steps between two snapshots at the default cadence, per model."""
     found = []
     for m in (results.get("snapshot") or {}).get("figures", []):

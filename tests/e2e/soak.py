@@ -36,7 +36,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from bench import stats
+from bench.common import stats
 from phalanx.local import LocalRun, RunOptions
 from phalanx.models import TrainingJob
 from phalanx.models.assignment import EpochAssignment

@@ -12,7 +12,7 @@ pod is deleted restarts in place past epoch 1, the replacement scheduled beside 
 peers, without Kueue evicting it (its PodsReady goes to WaitForRecovery and back to Recovered).
 A queue name Kueue's Workload refuses is a ConfigurationError naming the field. Figures
 (admission to training, eviction to stopped, a pod replaced) go to the report
-(`bench.kind_scheduling`).
+(`bench.kind.kind_scheduling`).
 """
 
 from __future__ import annotations

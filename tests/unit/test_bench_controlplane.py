@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.audit import AUDIT_USER, requests_between
-from bench.controlplane import difference, histogram_quantile
-from bench.storm import marks, storm_nodes
-from bench.tally import PodSeen, Tally
+from bench.common.tally import PodSeen, Tally
+from bench.controlplane.audit import AUDIT_USER, requests_between
+from bench.controlplane.controlplane import difference, histogram_quantile
+from bench.controlplane.storm import marks, storm_nodes
 
 INF = float("inf")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.intervals import Run, _window, _window_for, bound, derived, lost_per_failure
-from bench.report_goodput import step_kind, time_above_median
+from bench.recovery.intervals import Run, _window, _window_for, bound, derived, lost_per_failure
+from bench.recovery.report_goodput import step_kind, time_above_median
 
 
 def steps(*spans: tuple[float, int, int]) -> list[dict[str, float | int]]:

@@ -11,7 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from bench import kind_faults
+from bench.kind import kind_faults
 
 
 def _record(case: str, decided: float, trained: float, **more: object) -> dict[str, object]:

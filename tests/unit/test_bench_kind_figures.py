@@ -10,7 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from bench import kind_figures
+from bench.kind import kind_figures
 
 
 def _record(case: str, job: str, fault: str, seconds: float) -> dict[str, object]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import kind_scheduling
+from bench.kind import kind_scheduling
 
 
 def test_only_its_cases_are_kept_and_the_newest_of_each_is_shown(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from bench import kind_faults, readme_table
+from bench import readme_table
+from bench.kind import kind_faults
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "results" / "suite" / "bench.json"

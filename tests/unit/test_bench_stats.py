@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from bench import stats
+from bench.common import stats
 
 
 def test_the_median_of_an_even_count_is_between_the_middle_values() -> None:

@@ -1,4 +1,4 @@
-"""The benchmarks' simulated agents (`bench.agent_fleet`) against the real operator: a job they
+"""The benchmarks' simulated agents (`bench.controlplane.agent_fleet`) against the real operator: a job they
 play trains as the operator sees a training job, and restarts in place when one of them reports
 its worker killed.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.agent_fleet import FAILURE_POLICY, AgentFleet
+from bench.controlplane.agent_fleet import FAILURE_POLICY, AgentFleet
 from harness.controlplane import ControlPlane
 from phalanx.models.names import node_pod_name
 from tests.integration.operator.conftest import Cluster

@@ -1,0 +1,1 @@
+"""The REST service: reads from its watch cache beside reads from the kube API."""

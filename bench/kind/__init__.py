@@ -1,0 +1,1 @@
+"""Figures read from the kind suite's records (faults, any program, scheduling)."""

@@ -1,0 +1,1 @@
+"""What saving costs training: DCP checkpoints and memory snapshots."""
