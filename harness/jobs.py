@@ -60,7 +60,7 @@ def job_model(name: str = "j", *, namespace: str = "ns", **changes: Any) -> Trai
     return TrainingJob.model_validate(job_manifest(name, namespace=namespace, **changes))
 
 
-def training_job(name: str, **spec: Any) -> dict[str, Any]:
+def operator_job(name: str, **spec: Any) -> dict[str, Any]:
     """A TrainingJob manifest (`job_manifest`) with nprocPerNode 2 and a short backoff (the
     operator's restarts come within the tests' waits) unless overridden."""
     backoff = {"initialSeconds": 1, "maxSeconds": 2}

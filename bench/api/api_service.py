@@ -19,7 +19,7 @@ import httpx
 from kubernetes import client as k8s
 
 from harness.controlplane import ControlPlane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from harness.rbac import Identity
 from phalanx.kubeconfig import load_configuration
 from phalanx.models.job import GROUP, PLURAL, VERSION
@@ -62,7 +62,7 @@ def create_jobs(api: k8s.ApiClient, n: int) -> list[str]:
 
     def create(name: str) -> None:
         custom.create_namespaced_custom_object(
-            GROUP, VERSION, NAMESPACE, PLURAL, training_job(name)
+            GROUP, VERSION, NAMESPACE, PLURAL, operator_job(name)
         )
 
     with ThreadPoolExecutor(8) as pool:

@@ -48,7 +48,7 @@ from bench.common.tally import Tally, start_watches
 from bench.controlplane import kwok
 from bench.controlplane.audit import audit_args, operator_kubeconfig, requests_between
 from harness.controlplane import ControlPlane, running_control_plane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models.job import TrainingJob
 from phalanx.operator import builder
 from phalanx.operator.settings import OperatorSettings
@@ -93,7 +93,7 @@ def phalanx_template(
     TrainingJob `name` of `pods` pods and `spec` (its rank 0's, less `PER_POD_FIELDS`), in the
     subdomain of the Job's headless Service (`headless_service`); and the ConfigMap its pods take
     the job's common variables from, as Phalanx makes it for the TrainingJob."""
-    manifest = training_job(name, **spec)
+    manifest = operator_job(name, **spec)
     manifest["metadata"].update(namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000000")
     job = TrainingJob.model_validate(manifest)
     settings = OperatorSettings().build_settings()

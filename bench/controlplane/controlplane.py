@@ -77,7 +77,7 @@ from harness.controlplane import (
     running_control_plane,
     wait_until,
 )
-from harness.jobs import training_job
+from harness.jobs import operator_job
 
 NAMESPACE = "bench"
 AGENTS_LATE_SECONDS = 3600
@@ -202,7 +202,7 @@ def _run(plane: ControlPlane, tmp: Path, core: k8s.CoreV1Api, custom: k8s.Custom
         started, wall_started = time.monotonic(), time.time()
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda i: custom.create_namespaced_custom_object(
-                GROUP, VERSION, NAMESPACE, PLURAL, training_job(f"job-{i:04d}", **spec)),
+                GROUP, VERSION, NAMESPACE, PLURAL, operator_job(f"job-{i:04d}", **spec)),
                 range(jobs)))  # fmt: skip
         applied = time.monotonic() - started
         expected = jobs * nodes

@@ -46,7 +46,7 @@ from bench.controlplane.controlplane import (
     stop,
 )
 from harness.controlplane import wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models.names import node_pod_name, service_account_name
 
 JOB = "large"
@@ -71,7 +71,7 @@ def measure(pods: int, profile: Path | None = None) -> dict[str, Any]:
             wait_until(lambda: metrics_up(port), 60, "the operator's metrics endpoint")
             started, wall_started = time.monotonic(), time.time()
             custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL,
-                training_job(JOB, **job_spec(pods)))  # fmt: skip
+                operator_job(JOB, **job_spec(pods)))  # fmt: skip
             fleet = AgentFleet(api, _pods_api(core, plane.server, plane.pki.ca_cert),
                                NAMESPACE).start([JOB])  # fmt: skip
             wait_until(lambda: len(tally.created) >= pods, WAIT_SECONDS, f"{pods} pods",

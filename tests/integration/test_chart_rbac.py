@@ -31,7 +31,7 @@ from kubernetes import utils as k8s_utils
 from kubernetes.client.exceptions import ApiException
 
 from harness.controlplane import ControlPlane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from harness.rbac import grant, grant_jobs, identity
 from phalanx.operator.cluster import kube, status_write
 from phalanx.operator.metrics import OperatorMetrics
@@ -174,7 +174,7 @@ def test_the_operator_runs_a_job_through_its_life_with_only_the_charts_rights(
         cluster = Cluster(namespace, kube_client, kubelet, metrics, settings)
         cluster.custom.create_namespaced_custom_object(
             "phalanx.dev", "v1alpha1", namespace, "trainingjobs",
-            training_job(
+            operator_job(
                 "rbac", gang=True, schedulerName="scheduler-plugins-scheduler",
                 ttlSecondsAfterFinished=1,
             ),
@@ -256,7 +256,7 @@ def test_the_api_service_serves_a_caller_with_only_the_charts_rights(
         k8s.V1PolicyRule(api_groups=[""], resources=["events"], verbs=["list"]),
         k8s.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
     ])  # fmt: skip
-    body: dict[str, Any] = training_job("served")
+    body: dict[str, Any] = operator_job("served")
     with httpx.Client(base_url=f"{chart_api}/api/v1", headers=alice.headers, timeout=10) as api:
         jobs = f"/namespaces/{namespace}/jobs"
         created = api.post(jobs, json=body)

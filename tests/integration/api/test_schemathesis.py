@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kubernetes import client as k8s
 
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from harness.rbac import grant, grant_jobs, identity
 from phalanx.models.job import GROUP, PLURAL, VERSION
 
@@ -86,7 +86,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     custom = k8s.CustomObjectsApi(kube_client)
     for name in JOBS:
         custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, training_job(name)
+            GROUP, VERSION, namespace, PLURAL, operator_job(name)
         )
     config = tmp_path / "schemathesis.toml"
     config.write_text(_config(namespace))

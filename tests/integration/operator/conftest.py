@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from harness.controlplane import ControlPlane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from phalanx.operator.metrics import OperatorMetrics
 from phalanx.operator.settings import OperatorSettings
@@ -37,7 +37,7 @@ class Cluster:
 
     def create_job(self, name: str, **spec: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, training_job(name, **spec)))  # fmt: skip
+            GROUP, VERSION, self.namespace, PLURAL, operator_job(name, **spec)))  # fmt: skip
 
     def patch_spec(self, name: str, spec: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(

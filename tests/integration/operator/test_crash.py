@@ -12,7 +12,7 @@ from typing import Any, cast
 from kubernetes import client as k8s
 
 from harness.controlplane import ControlPlane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_process
@@ -36,7 +36,7 @@ def test_operator_killed_mid_resize_converges(
 
     log = tmp_path / "operator.log"
     custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, training_job("crashy")
+        GROUP, VERSION, namespace, PLURAL, operator_job("crashy")
     )
     with operator_process(control_plane, namespace, log) as first:
         kubelet.start_gang("crashy", 1, 4)

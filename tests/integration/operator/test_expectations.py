@@ -23,7 +23,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from harness.controlplane import wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models.job import GROUP, PLURAL, VERSION, TrainingJob
 from phalanx.models.names import lease_name, node_pod_name
 from phalanx.models.report_shards import shard_lease
@@ -50,7 +50,7 @@ def _exists(core: k8s.CoreV1Api, name: str, namespace: str) -> bool:
 def _job(kube_client: k8s.ApiClient, namespace: str, name: str) -> tuple[dict[str, Any], TrainingJob]:  # fmt: skip
     """A TrainingJob in the API server (no operator runs here): as stored, and parsed."""
     raw = cast(dict[str, Any], k8s.CustomObjectsApi(kube_client).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, training_job(name)))  # fmt: skip
+        GROUP, VERSION, namespace, PLURAL, operator_job(name)))  # fmt: skip
     return raw, TrainingJob.from_stored(raw)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from harness.controlplane import ControlPlane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.operator.metrics import OperatorMetrics
 from tests.integration.operator.conftest import operator_settings
 from tests.support.kubelet import FakeKubelet
@@ -27,7 +27,7 @@ def test_a_gang_jobs_podgroup_is_the_jobs_and_follows_its_size(
         custom = k8s.CustomObjectsApi(kube_client)
         custom.create_namespaced_custom_object(
             "phalanx.dev", "v1alpha1", namespace, "trainingjobs",
-            training_job("ganged", gang=True, schedulerName="scheduler-plugins-scheduler"),
+            operator_job("ganged", gang=True, schedulerName="scheduler-plugins-scheduler"),
         )  # fmt: skip
 
         def group() -> dict[str, Any]:

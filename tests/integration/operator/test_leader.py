@@ -20,7 +20,7 @@ from typing import Any, cast
 from kubernetes import client as k8s
 
 from harness.controlplane import ControlPlane, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from tests.support.kubelet import FakeKubelet
 from tests.support.operator_process import operator_process
@@ -77,7 +77,7 @@ def test_the_standby_replica_finishes_a_resize_when_the_leader_is_killed(
     holder = functools.partial(_holder, kube_client, namespace)
 
     _owner(kube_client, namespace)
-    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, training_job("ha"))
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, operator_job("ha"))
     log_a, log_b = tmp_path / "replica-a.log", tmp_path / "replica-b.log"
     with operator_process(control_plane, namespace, log_a,
                           extra_env=_election(namespace, "replica-a")) as a:  # fmt: skip
@@ -175,7 +175,7 @@ def test_a_frozen_leader_is_replaced_and_acts_no_more_when_it_wakes(
 
     _owner(kube_client, namespace)
     custom.create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, training_job("frozen")
+        GROUP, VERSION, namespace, PLURAL, operator_job("frozen")
     )
     log_a, log_b = tmp_path / "replica-a.log", tmp_path / "replica-b.log"
     with operator_process(control_plane, namespace, log_a,

@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from harness.controlplane import wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models import labels
 from phalanx.models.assignment import EpochAssignment
 from phalanx.models.job import GROUP, PLURAL, VERSION
@@ -75,7 +75,7 @@ def test_jobs_carry_no_finalizer_and_one_left_by_an_older_operator_does_not_hold
     cluster.wait_status("plain", lambda s: s.get("phase") == "Running", "Running")
     assert not cluster.job("plain")["metadata"].get("finalizers")
 
-    manifest = training_job("older")
+    manifest = operator_job("older")
     manifest["metadata"]["finalizers"] = [FINALIZER]
     cluster.custom.create_namespaced_custom_object(
         GROUP, VERSION, cluster.namespace, PLURAL, manifest

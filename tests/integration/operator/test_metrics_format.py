@@ -15,7 +15,7 @@ import httpx
 from kubernetes import client as k8s
 
 from harness.controlplane import ControlPlane, binaries_dir, free_port, wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from harness.rbac import grant_jobs, identity
 from phalanx.models.job import GROUP, PLURAL, VERSION
 from tests.support.apiserver import running_api
@@ -55,7 +55,7 @@ def test_both_metrics_endpoints_pass_promtool(
     port = free_port()
     operator_metrics = f"http://127.0.0.1:{port}/metrics"
     k8s.CustomObjectsApi(kube_client).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, training_job("scraped")
+        GROUP, VERSION, namespace, PLURAL, operator_job("scraped")
     )
     with operator_process(control_plane, namespace, tmp_path / "operator.log", port):
         kubelet.start_gang("scraped", 1, 4)

@@ -19,7 +19,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.controlplane import wait_until
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from phalanx.models import names
 from phalanx.models.job import TrainingJob
 from phalanx.models.report_shards import shards_for
@@ -109,7 +109,7 @@ def test_last_epoch_and_rank_pass_the_api_servers_validation(cluster: Cluster) -
 
 def test_invalid_child_is_a_configuration_error_not_a_retry_loop(cluster: Cluster) -> None:
     before = refused_pod_creates(cluster.api)
-    manifest = training_job("bad-port")
+    manifest = operator_job("bad-port")
     manifest["spec"]["template"]["spec"]["containers"] = BAD_PORT
     cluster.custom.create_namespaced_custom_object(
         "phalanx.dev", "v1alpha1", cluster.namespace, "trainingjobs", manifest

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
-from harness.jobs import training_job
+from harness.jobs import operator_job
 from harness.rbac import grant, grant_jobs, identity
 from phalanx.sdk import AsyncClient, Client, InvalidError, NotFoundError
 from tests.integration.operator.conftest import Cluster
@@ -31,7 +31,7 @@ def test_wait_for_returns_when_the_job_succeeds(
         Client(url, token=user.token, namespace=namespace) as phalanx,
         ThreadPoolExecutor(1) as pool,
     ):
-        created = phalanx.create(training_job("done", nprocPerNode=1))
+        created = phalanx.create(operator_job("done", nprocPerNode=1))
         assert created.name == "done"
         waiting = pool.submit(phalanx.wait_for, "done", "Succeeded", 60)
         cluster.kubelet.start_gang("done", 1, 4)
@@ -71,4 +71,4 @@ def test_wait_for_returns_when_the_job_succeeds(
         with pytest.raises(NotFoundError):
             phalanx.get("absent")
         with pytest.raises(InvalidError, match=r"spec\.replicas\.min"):
-            phalanx.create(training_job("bad", replicas={"min": 0, "max": 2}))
+            phalanx.create(operator_job("bad", replicas={"min": 0, "max": 2}))
