@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from kubernetes import client as k8s
@@ -126,9 +127,7 @@ class ListWatch(Generic[V]):
     async def _follow(self, scope: str | None, listed: asyncio.Event) -> None:
         query = Query(self.resource, scope, label_selector=labels.JOB)
 
-        def session() -> Any:
-            return kube.aiohttp_session(self.configuration, limit=2)
-
+        session: aio.SessionFactory = partial(kube.aiohttp_session, self.configuration, 2)
         touched: set[JobKey] = set()
         async for change in aio.follow(session, self.configuration.host, query):
             if change.kind == "LISTED":
