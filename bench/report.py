@@ -269,11 +269,8 @@ def render(results: Figures, out: Path) -> str:
             *_goodput_section(figures),
         ]
         lines += ["", "![goodput vs failure interval](img/goodput-vs-interval.png)", ""]
-        shortest = min((r for r in figures["runs"] if r["system"] == "phalanx" and r["interval"]
-                        and r.get("failure", "worker") == "worker"),
-                       key=lambda r: (r["interval"], r.get("repeat", 0)), default=None)  # fmt: skip
-        if shortest is not None:
-            timeline_plot(shortest, img / "timeline.png")
+        if figures.get("timeline"):
+            timeline_plot(figures["timeline"], img / "timeline.png")
             lines += ["![one Phalanx run: step and world size](img/timeline.png)", ""]
     if "recovery" in results:
         lines += _recovery_section(results["recovery"])

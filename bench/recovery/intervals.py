@@ -43,6 +43,43 @@ from bench.recovery.goodput import job, log_records
 from phalanx.local import Fault, LocalRun, RunOptions, inject
 from phalanx.models import TrainingJob
 
+STEP_KINDS = ("the first after a checkpoint", "after a checkpoint", "the first after a snapshot",
+              "after a snapshot", "the others")  # fmt: skip
+
+
+def step_kind(step: int, checkpoint_every: int, snapshot_every: int, first: set[str]) -> str:
+    """Which kind of step `step` is, by what the step before it saved: the first of a kind
+    pays one-time costs (host buffers touched for the first time), so it is counted apart."""
+    before = step - 1
+    if before > 0 and before % checkpoint_every == 0:
+        kind = "after a checkpoint"
+    elif before > 0 and snapshot_every and before % snapshot_every == 0:
+        kind = "after a snapshot"
+    else:
+        return "the others"
+    if kind in first:
+        return kind
+    first.add(kind)
+    return f"the first {kind}"
+
+
+def time_above_median(steps: list[dict[str, Any]], step_time: float, checkpoint_every: int,
+                      snapshot_every: int) -> dict[str, float]:  # fmt: skip
+    """Seconds a run's consecutive steps took beyond its median step (`step_time`), by
+    `step_kind` (the steps that follow a save, as both systems number them: torchrun's snapshot
+    steps save nothing and show what those steps cost without a snapshot)."""
+    extra = dict.fromkeys(STEP_KINDS, 0.0)
+    first: set[str] = set()
+    for a, b in itertools.pairwise(steps):
+        if b["step"] == a["step"] + 1:
+            kind = step_kind(b["step"], checkpoint_every, snapshot_every, first)
+            extra[kind] += b["time"] - a["time"] - step_time
+    return extra
+
+
+CADENCE = job(1).spec.checkpoint
+"""Every run's checkpoint and snapshot spacing (the quickstart's, the 117.5 M model's too)."""
+
 
 @dataclass
 class Run:
@@ -96,11 +133,24 @@ class Run:
                 found.append(resumed["time"] - kill)
         return found
 
-    def figures(self) -> dict[str, Any]:
-        return asdict(self) | {
+    def figures(self, *, series: bool = False) -> dict[str, Any]:
+        """The run's figures; its per-step series only with `series` (the one run the report
+        plots): the series of every run would be most of the results' size and nothing reads it."""
+        figures = asdict(self) | {
             "step_time": self.step_time, "kept": self.kept, "goodput": self.goodput,
             "save_share": self.save_share, "recoveries": self.recoveries,
+            "first_step": self.steps[0]["time"] if self.steps else None,
+            "above_median": time_above_median(self.steps, self.step_time,
+                                              CADENCE.interval_steps, CADENCE.memory_interval_steps),
         }  # fmt: skip
+        return figures if series else {k: v for k, v in figures.items() if k != "steps"}
+
+
+def timeline(runs: list[Run]) -> Run | None:
+    """The run the report draws step by step: Phalanx's worker kills at the shortest interval
+    (the most failures in one window), its first repeat."""
+    struck = [r for r in runs if r.system == "phalanx" and r.failure == "worker" and r.interval]
+    return min(struck, key=lambda r: (r.interval or 0, r.repeat), default=None)
 
 
 def _relative(records: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
@@ -265,8 +315,10 @@ def measure(intervals: list[float], node_intervals: list[float], seconds: float,
             "tau": resume_spacing(system, spec, statistics.median(r.step_time for r in calm)),
             "recovery": statistics.median(recoveries) if recoveries else float("nan"),
         }
+    drawn = timeline(runs)
     return {"runs": [r.figures() for r in runs], "bounds": bounds, "repeats": repeats,
-            "derived": derived(runs, derive)}  # fmt: skip
+            "derived": derived(runs, derive),
+            "timeline": drawn.figures(series=True) if drawn else None}  # fmt: skip
 
 
 def lost_per_failure(runs: list[Run], system: str, repeat: int) -> float | None:

@@ -3,7 +3,6 @@ range, node losses, and the intervals derived from the measured terms."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from bench.common import stats
 from bench.common.report_format import pct as _pct
 from bench.common.report_format import ratio as _ratio
 from bench.recovery.goodput import job
-from bench.recovery.intervals import bound
+from bench.recovery.intervals import STEP_KINDS, bound
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
@@ -144,39 +143,6 @@ def _goodput_section(figures: Figures) -> list[str]:
     return lines
 
 
-STEP_KINDS = ("the first after a checkpoint", "after a checkpoint", "the first after a snapshot",
-              "after a snapshot", "the others")  # fmt: skip
-
-
-def step_kind(step: int, checkpoint_every: int, snapshot_every: int, first: set[str]) -> str:
-    """Which kind of step `step` is, by what the step before it saved: the first of a kind
-    pays one-time costs (host buffers touched for the first time), so it is counted apart."""
-    before = step - 1
-    if before > 0 and before % checkpoint_every == 0:
-        kind = "after a checkpoint"
-    elif before > 0 and snapshot_every and before % snapshot_every == 0:
-        kind = "after a snapshot"
-    else:
-        return "the others"
-    if kind in first:
-        return kind
-    first.add(kind)
-    return f"the first {kind}"
-
-
-def time_above_median(run: Figures, checkpoint_every: int, snapshot_every: int) -> dict[str, float]:
-    """Seconds a run's consecutive steps took beyond its median step, by `step_kind` (the
-    steps that follow a save, as both systems number them: torchrun's snapshot steps save
-    nothing and show what those steps cost without a snapshot)."""
-    extra = dict.fromkeys(STEP_KINDS, 0.0)
-    first: set[str] = set()
-    for a, b in itertools.pairwise(run["steps"]):
-        if b["step"] == a["step"] + 1:
-            kind = step_kind(b["step"], checkpoint_every, snapshot_every, first)
-            extra[kind] += b["time"] - a["time"] - run["step_time"]
-    return extra
-
-
 def _gap_lines(runs: list[Figures]) -> list[str]:
     """Where the time of the runs without failures went, Phalanx beside torchrun."""
     cadence = job(1).spec.checkpoint
@@ -186,10 +152,10 @@ def _gap_lines(runs: list[Figures]) -> list[str]:
             group = _group(runs, system, failure, None)
             if not group:
                 continue
-            parts = [time_above_median(r, cadence.interval_steps, cadence.memory_interval_steps)
-                     for r in group]  # fmt: skip
-            cells = " | ".join(f"{stats.median([p[k] for p in parts]):.2f} s" for k in STEP_KINDS)
-            start = stats.median([r["steps"][0]["time"] for r in group if r["steps"]] or [0.0])
+            cells = " | ".join(f"{stats.median([r['above_median'][k] for r in group]):.2f} s"
+                               for k in STEP_KINDS)  # fmt: skip
+            firsts = [r["first_step"] for r in group if r["first_step"] is not None]
+            start = stats.median(firsts or [0.0])
             rows.append(f"| {name}, {system} | {start:.1f} s | {cells} |")
     if not rows:
         return []

@@ -11,8 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.recovery.intervals import Run, _window, _window_for, bound, derived, lost_per_failure
-from bench.recovery.report_goodput import step_kind, time_above_median
+from bench.recovery.intervals import (
+    Run,
+    _window,
+    _window_for,
+    bound,
+    derived,
+    lost_per_failure,
+    step_kind,
+    time_above_median,
+)
 
 
 def steps(*spans: tuple[float, int, int]) -> list[dict[str, float | int]]:
@@ -83,8 +91,7 @@ def test_time_above_the_median_is_split_by_what_the_step_before_saved() -> None:
         extra = {21: 0.9, 41: 0.5, 11: 0.05, 31: 0.05, 51: 0.05}.get(step, 0.0)
         t += 0.1 + extra
         times.append({"time": round(t, 3), "step": step})
-    run = {"steps": times, "step_time": 0.1}
-    parts = time_above_median(run, checkpoint_every=20, snapshot_every=10)
+    parts = time_above_median(times, 0.1, checkpoint_every=20, snapshot_every=10)
     assert parts == {
         "the first after a checkpoint": pytest.approx(0.9),
         "after a checkpoint": pytest.approx(0.5),
