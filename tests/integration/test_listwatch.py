@@ -1,7 +1,7 @@
 """The one list-and-watch (`phalanx.listwatch`) against the real API server, over both carriers:
-a list read page by page, the watch's changes from its version, a version the API server no
-longer has (410), and a refusal in the API server's words. Bookmarks: tests/unit/test_listwatch.py
-(this test's API server sent none to a 70 s watch of pods, whose cache's version had moved)."""
+a list read page by page, the watch's changes from its version, a bookmark that moves the
+version without a change, a version the API server no longer has (410), and a refusal in the
+API server's words."""
 
 from __future__ import annotations
 
@@ -94,6 +94,38 @@ def test_aio_a_version_the_api_server_no_longer_has_is_expired(
         await asyncio.sleep(CLOSE_SECONDS)
 
     asyncio.run(scenario())
+
+
+def test_aio_a_bookmark_moves_the_version_past_changes_the_query_never_sees(
+    control_plane: ControlPlane, kube_client: k8s.ApiClient, namespace: str
+) -> None:
+    """A pod made in another namespace during the watch: no change for this query, but the API
+    server's bookmark (it sends one 2 s before the stream's end, once its watch cache has seen
+    an event) carries its version, so that a watch opened again starts past it. The versions
+    compared as numbers: this API server's are etcd revisions."""
+    core = k8s.CoreV1Api(kube_client)
+    session, host = _aio(control_plane)
+
+    async def scenario() -> tuple[list[Change], Reading, str]:
+        reading = Reading(Query(PODS, namespace, timeout_seconds=5))
+        async with session() as opened:
+            async for _ in aio.list_pages(opened, host, reading):
+                pass
+            listed = reading.version
+            made = asyncio.create_task(asyncio.to_thread(
+                core.create_namespaced_pod, "default", _pod(f"during-{namespace}")))  # fmt: skip
+            changes = [change async for change in aio.watch_once(opened, host, reading)]
+            later = (await made).metadata.resource_version
+        await asyncio.sleep(CLOSE_SECONDS)
+        assert int(listed) < int(later)
+        return changes, reading, later
+
+    try:
+        changes, reading, later = asyncio.run(scenario())
+    finally:
+        core.delete_namespaced_pod(f"during-{namespace}", "default", grace_period_seconds=0)
+    assert changes == [], "nothing happened in the watched namespace"
+    assert int(reading.version) >= int(later), "the bookmark carried the version forward"
 
 
 def _refused(control_plane: ControlPlane) -> kube.Configuration:
