@@ -15,7 +15,6 @@ errors end a verb with exit 1 in the API's words; conflicting or missing connect
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -27,12 +26,13 @@ import httpx
 import typer
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from phalanx.cli.display import PHASE_STYLES, eta
+from phalanx.cli.display import PHASE_STYLES
+from phalanx.cli.output import Format
+from phalanx.cli.output import job as print_job
+from phalanx.cli.output import jobs as print_jobs
 from phalanx.models.responses import JobDetail, JobList, JobSummary
-from phalanx.models.status import PROGRESS_REPORTED
 from phalanx.sdk import Client, PhalanxAPIError
 from phalanx.sdk.calls import Manifest
 from phalanx.sdk.errors import raise_for
@@ -80,7 +80,10 @@ Namespace = Annotated[
     ),
 ]  # fmt: skip
 Name = Annotated[str, typer.Argument(help="The job's name.")]
-Output = Annotated[str, typer.Option("--output", "-o", help="text or json")]
+Output = Annotated[
+    Format,
+    typer.Option("--output", "-o", help="text, wide, name, json or yaml (as kubectl's -o)."),
+]
 
 
 class Jobs(Protocol):
@@ -206,35 +209,6 @@ def connect(
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
-def _print_job(job: JobDetail, output: str) -> None:
-    if output == "json":
-        sys.stdout.write(job.model_dump_json(by_alias=True, exclude_none=True) + "\n")
-        return
-    status = job.status
-    phase = (status.phase if status else None) or "-"
-    console = Console(highlight=False)
-    console.print(
-        Text.assemble(f"{job.namespace}/{job.name}  ", (phase, PHASE_STYLES.get(phase, "")))
-    )
-    if status:
-        step = status.progress.step if status.progress else "-"  # none reported (yet)
-        goodput = "-" if status.goodput is None else f"{status.goodput:.1%}"
-        total = status.progress.total_steps if status.progress else None
-        console.print(
-            f"epoch {status.epoch}  nodes {status.nodes}  world {status.world_size}  "
-            f"spares {status.spares}  step {step}{f' / {total}' if total else ''}  "
-            f"restarts {status.restarts.total}  goodput {goodput}"
-        )
-        if phase == "Running" and status.progress is not None and status.progress.eta:
-            console.print(f"ETA {eta(status.progress.eta)}")  # failures to come not counted
-        unreported = next(
-            (c for c in status.conditions if c.type == PROGRESS_REPORTED and c.status == "False"),
-            None,
-        )
-        if unreported is not None:
-            console.print(f"progress not reported: {unreported.message}")
-
-
 def register(app: typer.Typer) -> None:
     """Add the cluster verbs to the `phalanx` app."""
 
@@ -243,11 +217,11 @@ def register(app: typer.Typer) -> None:
         file: Annotated[Path, typer.Argument(help="A TrainingJob manifest (YAML).", exists=True,
                                              dir_okay=False)],
         server: Server = None, token: Token = None, kubeconfig: Kubeconfig = None,
-        context: KubeContext = None, namespace: Namespace = None, output: Output = "text",
+        context: KubeContext = None, namespace: Namespace = None, output: Output = Format.text,
     ) -> None:  # fmt: skip
         """Create a job on the cluster from a manifest."""
         with connect(server, token, kubeconfig, context, namespace) as jobs:
-            _print_job(jobs.create(file), output)
+            print_job(jobs.create(file), output)
 
     @app.command(name="list", rich_help_panel="Cluster")
     def list_(
@@ -256,34 +230,23 @@ def register(app: typer.Typer) -> None:
         all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
         phase: Annotated[str | None, typer.Option(help="Only this phase.")] = None,
         selector: Annotated[str | None, typer.Option("--selector", "-l")] = None,
-        output: Output = "text",
+        output: Output = Format.text,
     ) -> None:  # fmt: skip
         """List jobs (all pages)."""
         with connect(server, token, kubeconfig, context, namespace) as jobs:
             pages = jobs.list(all_namespaces=all_namespaces, phase=phase, label_selector=selector)
             found = [job for page in pages for job in page.items]
-        if output == "json":
-            sys.stdout.write(
-                json.dumps([j.model_dump(mode="json", by_alias=True) for j in found]) + "\n"
-            )
-            return
-        table = Table("NAMESPACE", "NAME", "PHASE", "NODES", "WORLD", "SPARES", "EPOCH", "STEP",
-                      "RESTARTS", "ETA", box=None, header_style="bold")  # fmt: skip
-        for j in found:
-            table.add_row(j.namespace, j.name, j.phase or "-", str(j.nodes), str(j.world_size),
-                          str(j.spares), str(j.epoch), "-" if j.step is None else str(j.step),
-                          str(j.restarts), eta(j.eta) if j.phase == "Running" else "-")  # fmt: skip
-        Console().print(table)
+        print_jobs(found, output)
 
     def one(action: Callable[[Jobs, str], JobDetail | None], help_text: str, name: str) -> None:
         def command(
             job: Name, server: Server = None, token: Token = None, kubeconfig: Kubeconfig = None,
-            context: KubeContext = None, namespace: Namespace = None, output: Output = "text",
+            context: KubeContext = None, namespace: Namespace = None, output: Output = Format.text,
         ) -> None:  # fmt: skip
             with connect(server, token, kubeconfig, context, namespace) as jobs:
                 result = action(jobs, job)
                 if result is not None:
-                    _print_job(result, output)
+                    print_job(result, output)
 
         command.__doc__ = help_text
         app.command(name=name, rich_help_panel="Cluster")(command)
@@ -301,7 +264,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:  # fmt: skip
         """Set a job's desired node count (within replicas.min..max)."""
         with connect(server, token, kubeconfig, context, namespace) as jobs:
-            _print_job(jobs.scale(job, nodes), "text")
+            print_job(jobs.scale(job, nodes), Format.text)
 
     @app.command(rich_help_panel="Cluster")
     def logs(

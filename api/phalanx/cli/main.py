@@ -14,6 +14,7 @@ import signal
 import sys
 from dataclasses import replace
 from enum import StrEnum
+from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated
 
@@ -49,9 +50,26 @@ app = typer.Typer(
     epilog="Exit codes: 0 succeeded/valid, 1 job failed, 2 invalid manifest or flag, "
     "130 interrupted (checkpointed; run again to resume).",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(asked: bool) -> None:
+    """`--version`: the package's version, the one the chart and the images carry."""
+    if asked:
+        typer.echo(f"phalanx {version('phalanx')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:  # fmt: skip
+    """Options before any command."""
 
 
 class Output(StrEnum):
