@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from fastapi import FastAPI
 from kubernetes import client as k8s
@@ -19,7 +20,8 @@ from phalanx.server.routes import health, jobs, observe, web
 from phalanx.server.settings import ServerSettings
 
 log = logging.getLogger(__name__)
-VERSION = "0.1.0"
+VERSION = version("phalanx")
+"""The OpenAPI document's version: the package's, which the CLI, the chart and the images carry."""
 
 
 def create_app(settings: ServerSettings, api: k8s.ApiClient | None = None) -> FastAPI:
