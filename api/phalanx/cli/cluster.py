@@ -1,5 +1,5 @@
-"""The cluster verbs: `phalanx submit | list | get | scale | suspend | resume | delete | logs |
-watch`, with the caller's own RBAC rights, one of two ways:
+"""The cluster verbs: `phalanx submit | list | get | describe | events | scale | suspend |
+resume | delete | logs | watch`, with the caller's own RBAC rights, one of two ways:
 
 - through the Phalanx API service: `--server` and `--token` (or PHALANX_SERVER, PHALANX_TOKEN),
   with the SDK;
@@ -30,9 +30,11 @@ from rich.text import Text
 
 from phalanx.cli.display import PHASE_STYLES
 from phalanx.cli.output import Format
+from phalanx.cli.output import describe as describe_job
+from phalanx.cli.output import events as output_events
 from phalanx.cli.output import job as print_job
 from phalanx.cli.output import jobs as print_jobs
-from phalanx.models.responses import JobDetail, JobList, JobSummary
+from phalanx.models.responses import EventList, JobDetail, JobList, JobSummary
 from phalanx.sdk import Client, PhalanxAPIError
 from phalanx.sdk.calls import Manifest
 from phalanx.sdk.errors import raise_for
@@ -99,6 +101,7 @@ class Jobs(Protocol):
     def suspend(self, name: str) -> JobDetail: ...
     def resume(self, name: str) -> JobDetail: ...
     def delete(self, name: str) -> None: ...
+    def events(self, name: str) -> EventList: ...
     def logs(
         self, name: str, node: int = ..., follow: bool = ..., tail_lines: int | None = ...
     ) -> Iterator[str]: ...
@@ -278,6 +281,25 @@ def register(app: typer.Typer) -> None:
         with connect(server, token, kubeconfig, context, namespace) as jobs:
             for line in jobs.logs(job, node=node, follow=follow, tail_lines=tail):
                 sys.stdout.write(line + "\n")
+
+    @app.command(rich_help_panel="Cluster")
+    def events(
+        job: Name, server: Server = None, token: Token = None, kubeconfig: Kubeconfig = None,
+        context: KubeContext = None, namespace: Namespace = None, output: Output = Format.text,
+    ) -> None:  # fmt: skip
+        """List a job's events, oldest first (as kubectl get events)."""
+        with connect(server, token, kubeconfig, context, namespace) as jobs:
+            output_events(jobs.events(job), output)
+
+    @app.command(rich_help_panel="Cluster")
+    def describe(
+        job: Name, server: Server = None, token: Token = None, kubeconfig: Kubeconfig = None,
+        context: KubeContext = None, namespace: Namespace = None,
+    ) -> None:  # fmt: skip
+        """Show a job in one view: its state, conditions, restarts, failures, newest checkpoint
+        and events (as kubectl describe)."""
+        with connect(server, token, kubeconfig, context, namespace) as jobs:
+            describe_job(jobs.get(job), jobs.events(job))
 
     @app.command(rich_help_panel="Cluster")
     def watch(

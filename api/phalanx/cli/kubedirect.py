@@ -21,7 +21,7 @@ from kubernetes import config as k8s_config
 
 from phalanx.control import Caller, JobControl, KubeJobs, KubeSource, progress
 from phalanx.control.errors import JobControlError, UnreachableError, UpstreamError
-from phalanx.models.responses import JobDetail, JobList, JobSummary
+from phalanx.models.responses import EventList, JobDetail, JobList, JobSummary
 from phalanx.sdk.calls import Manifest, manifest_dict
 from phalanx.sdk.errors import PhalanxAPIError, error_for
 
@@ -132,6 +132,10 @@ class DirectClient:
     def delete(self, name: str) -> None:
         with _errors():
             self._control.delete(USER, self.namespace, name)
+
+    def events(self, name: str) -> EventList:
+        with _errors():
+            return self._control.events(USER, self.namespace, name)
 
     def logs(
         self, name: str, node: int = 0, follow: bool = False, tail_lines: int | None = None

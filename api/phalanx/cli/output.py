@@ -21,7 +21,7 @@ from rich.text import Text
 
 from phalanx.cli.display import PHASE_STYLES, eta
 from phalanx.models import GROUP, KIND
-from phalanx.models.responses import JobDetail, JobSummary
+from phalanx.models.responses import EventList, JobDetail, JobSummary
 from phalanx.models.status import PROGRESS_REPORTED
 
 
@@ -63,6 +63,57 @@ def jobs(found: Sequence[JobSummary], output: Format) -> None:
         sys.stdout.write("".join(f"{RESOURCE}/{j.name}\n" for j in found))
     else:
         _jobs_table(found, wide=output is Format.wide)
+
+
+def events(found: EventList, output: Format) -> None:
+    """A job's events, oldest first, in `output` (`text` and `wide` as `kubectl get events`)."""
+    documents = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in found.items]
+    if output is Format.json:
+        sys.stdout.write(json.dumps(documents) + "\n")
+    elif output is Format.yaml:
+        sys.stdout.write(yaml.safe_dump(documents, sort_keys=False))
+    elif output is Format.name:
+        sys.stdout.write("".join(f"event/{e.reason}\n" for e in found.items))
+    else:
+        _console().print(_events_table(found, wide=output is Format.wide))
+
+
+def _events_table(found: EventList, *, wide: bool) -> Table:
+    table = Table("LAST SEEN", "TYPE", "REASON", *(["COUNT"] if wide else []), "MESSAGE",
+                  box=None, header_style="bold")  # fmt: skip
+    now = datetime.now(UTC)
+    for event in found.items:
+        count = [str(event.count or 1)] if wide else []
+        table.add_row(_age(event.time, now), event.type, event.reason, *count, event.message)
+    return table
+
+
+def describe(detail: JobDetail, found: EventList) -> None:
+    """One job in one view, as `kubectl describe`: its state and conditions, restarts by
+    class, the failures acted on, the newest checkpoint, and its events."""
+    _job_text(detail, wide=True)
+    console = _console()
+    status = detail.status
+    if status is not None:
+        restarts = status.restarts
+        console.print(f"Restarts: {restarts.total} (application {restarts.application}, "
+                      f"infrastructure {restarts.infrastructure})")  # fmt: skip
+        checkpoint = status.last_checkpoint
+        where = f"step {checkpoint.step} at {checkpoint.path}" if checkpoint else "none yet"
+        console.print(f"Last checkpoint: {where}")
+        if status.failures:
+            console.print("Failures (newest last):")
+            table = Table("EPOCH", "CLASS", "REASON", "POD", "NODE", "EXIT", "MESSAGE",
+                          box=None, header_style="bold")  # fmt: skip
+            for failure in status.failures:
+                table.add_row(str(failure.epoch), failure.failure_class, failure.reason,
+                              failure.pod or "-", failure.node or "-",
+                              "-" if failure.exit_code is None else str(failure.exit_code),
+                              failure.message or "-")  # fmt: skip
+            console.print(table)
+    console.print("Events:" if found.items else "Events: none")
+    if found.items:
+        console.print(_events_table(found, wide=True))
 
 
 def _console() -> Console:

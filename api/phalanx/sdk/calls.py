@@ -15,7 +15,7 @@ import httpx
 import yaml
 
 from phalanx.models import TrainingJob
-from phalanx.models.responses import JobDetail, JobList
+from phalanx.models.responses import EventList, JobDetail, JobList
 from phalanx.models.status import ENDED, Phase
 from phalanx.sdk.errors import JobEndedError
 
@@ -95,6 +95,11 @@ def resume(namespace: str, name: str) -> Call[JobDetail]:
 
 def delete(namespace: str, name: str) -> Call[None]:
     return Call("DELETE", _job(namespace, name), _nothing)
+
+
+def events(namespace: str, name: str) -> Call[EventList]:
+    return Call("GET", _job(namespace, name, "/events"),
+                lambda r: EventList.model_validate(r.json()))  # fmt: skip
 
 
 def logs_params(node: int, follow: bool, tail_lines: int | None) -> dict[str, Any]:

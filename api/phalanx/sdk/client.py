@@ -10,7 +10,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from phalanx.models.responses import JobDetail, JobList
+from phalanx.models.responses import EventList, JobDetail, JobList
 from phalanx.sdk import calls
 from phalanx.sdk.calls import Call, Condition, Manifest
 from phalanx.sdk.errors import raise_for
@@ -95,6 +95,10 @@ class Client:
 
     def delete(self, name: str) -> None:
         self._do(calls.delete(self.namespace, name))
+
+    def events(self, name: str) -> EventList:
+        """The job's events (Started, Restart, Shrink, Grow, Hang...), oldest first."""
+        return self._do(calls.events(self.namespace, name))
 
     def logs(
         self, name: str, node: int = 0, follow: bool = False, tail_lines: int | None = None
@@ -184,6 +188,10 @@ class AsyncClient:
 
     async def delete(self, name: str) -> None:
         await self._do(calls.delete(self.namespace, name))
+
+    async def events(self, name: str) -> EventList:
+        """The job's events (Started, Restart, Shrink, Grow, Hang...), oldest first."""
+        return await self._do(calls.events(self.namespace, name))
 
     async def logs(
         self, name: str, node: int = 0, follow: bool = False, tail_lines: int | None = None

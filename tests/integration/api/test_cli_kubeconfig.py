@@ -3,8 +3,8 @@ service account's kubeconfig, so the real API server's RBAC judges the user's ow
 
 Covers: submit, list, get, scale (within and outside replicas.min..max), suspend, resume, logs
 (the pod of node rank N in the current epoch, tail and follow, through the API server's log
-proxy to the test's stand-in kubelet), watch and delete, checked against what the API
-server stored; the namespace comes from the kubeconfig context; `get`, `list` and `watch` print
+proxy to the test's stand-in kubelet), events and describe, watch and delete, checked against
+what the API server stored; the namespace comes from the kubeconfig context; `get`, `list` and `watch` print
 exactly what they print through the API service; a user without a Role gets exit 1 with the API
 server's 403; `--server` with `--kubeconfig`, or neither, is refused with exit 2; `get` and
 `list` run with FastAPI and the API service's code unimportable.
@@ -13,9 +13,11 @@ server's 403; `--server` with `--kubeconfig`, or neither, is refused with exit 2
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,6 +39,7 @@ cli = CliRunner()
 NO_ENV = {"PHALANX_SERVER": None, "PHALANX_TOKEN": None, "PHALANX_NAMESPACE": None,
           "KUBECONFIG": None}  # fmt: skip
 LOG_RULES = [k8s.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"])]
+EVENT_RULES = [k8s.V1PolicyRule(api_groups=[""], resources=["events"], verbs=["list"])]
 LOG_LINES = ["step 1 loss 2.00", "step 2 loss 1.50", "step 3 loss 1.20"]
 
 
@@ -147,6 +150,58 @@ def test_verbs_with_a_kubeconfig_act_on_the_api_server_as_its_user(
     missing = run("get", "kc-job", *direct)
     assert missing.exit_code == 1
     assert '404: trainingjobs.phalanx.dev "kc-job" not found' in missing.output
+
+
+def test_events_and_describe_show_the_jobs_story_both_ways(
+    api_url: str,
+    kube_client: k8s.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The operator's part played by the test: a status with a condition and a failure, and a
+    Warning Event about the job (another object's Event is not the job's)."""
+    user = identity(kube_client, namespace, "describer")
+    grant_jobs(kube_client, namespace, user)
+    grant(kube_client, namespace, user, "events", EVENT_RULES)
+    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    rest = ["--server", api_url, "--token", user.token, "-n", namespace]
+    assert run("submit", str(job_file(tmp_path, "told")), *direct).exit_code == 0
+    failure = {"epoch": 1, "class": "infrastructure", "reason": "NodeNotReady",
+               "pod": "told-1-1", "node": "worker-3", "message": "node worker-3 went silent"}  # fmt: skip
+    condition = {"type": "Ready", "status": "True", "reason": "Training", "message": "2 nodes",
+                 "lastTransitionTime": "2026-12-07T01:00:00Z"}  # fmt: skip
+    set_status(kube_client, namespace, "told", phase="Running", epoch=2, nodes=2, worldSize=2,
+               failures=[failure], conditions=[condition],
+               restarts={"infrastructure": 1, "total": 1})  # fmt: skip
+    core = k8s.CoreV1Api(kube_client)
+    for kind, name in (("TrainingJob", "told"), ("Pod", "told")):
+        core.create_namespaced_event(namespace, k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(generate_name="told-"), type="Warning", reason="Restart",
+            message=f"{kind}: epoch 2 after node worker-3 went silent", count=1,
+            involved_object=k8s.V1ObjectReference(kind=kind, name=name, namespace=namespace),
+            last_timestamp=datetime.now(UTC),
+        ))  # fmt: skip
+
+    listed = run("events", "told", *direct, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    told = json.loads(listed.stdout)
+    assert [(e["type"], e["reason"], e["message"]) for e in told] == [
+        ("Warning", "Restart", "TrainingJob: epoch 2 after node worker-3 went silent")
+    ], "the job's own Event only"
+    wait_until(lambda: run("events", "told", *rest, "-o", "json").stdout == listed.stdout, 10,
+               "the API service to list the same events")  # fmt: skip
+    table = run("events", "told", *direct)
+    assert re.search(r"Warning\s+Restart\s+TrainingJob: epoch 2", table.stdout), table.stdout
+
+    for way in (direct, rest):
+        described = run("describe", "told", *way)
+        assert described.exit_code == 0, described.output
+        for shown in (r"Ready\s+True\s+Training\s+2 nodes",
+                      r"Restarts: 1 \(application 0, infrastructure 1\)",
+                      r"1\s+infrastructure\s+NodeNotReady\s+told-1-1\s+worker-3\s+-\s+node worker-3",
+                      r"Warning\s+Restart\s+1\s+TrainingJob: epoch 2"):  # fmt: skip
+            assert re.search(shown, described.stdout), (shown, described.stdout)
 
 
 def test_logs_with_a_kubeconfig_read_node_rank_n_of_the_current_epoch(
