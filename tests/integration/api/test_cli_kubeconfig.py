@@ -65,6 +65,25 @@ def user_kubeconfig(plane: ControlPlane, who: Identity, path: Path, namespace: s
     return path
 
 
+def connected_user(
+    kube_client: k8s.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path,
+    name: str, **rights: list[k8s.V1PolicyRule],
+) -> tuple[Identity, list[str]]:  # fmt: skip
+    """A service account with rights on jobs and on `rights` (a role's name: its rules), and
+    the CLI flags that act as it straight on the API server (its kubeconfig)."""
+    user = identity(kube_client, namespace, name)
+    grant_jobs(kube_client, namespace, user)
+    for role, rules in rights.items():
+        grant(kube_client, namespace, user, role, rules)
+    kubeconfig = user_kubeconfig(control_plane, user, tmp_path / "kc", namespace)
+    return user, ["--kubeconfig", str(kubeconfig)]
+
+
+def through_service(api_url: str, user: Identity, namespace: str) -> list[str]:
+    """The CLI flags that act as `user` through the API service (its token)."""
+    return ["--server", api_url, "--token", user.token, "-n", namespace]
+
+
 def job_file(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(job_manifest(name)))
@@ -92,11 +111,9 @@ def test_verbs_with_a_kubeconfig_act_on_the_api_server_as_its_user(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    user = identity(kube_client, namespace, "cli-user")
-    grant_jobs(kube_client, namespace, user)
-    grant(kube_client, namespace, user, "logs", LOG_RULES)
-    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
-    rest = ["--server", api_url, "--token", user.token, "-n", namespace]
+    user, direct = connected_user(kube_client, control_plane, namespace, tmp_path, "cli-user",
+                                  logs=LOG_RULES)  # fmt: skip
+    rest = through_service(api_url, user, namespace)
 
     submitted = run("submit", str(job_file(tmp_path, "kc-job")), *direct, "-o", "json")
     assert submitted.exit_code == 0, submitted.output
@@ -161,11 +178,9 @@ def test_events_and_describe_show_the_jobs_story_both_ways(
 ) -> None:
     """The operator's part played by the test: a status with a condition and a failure, and a
     Warning Event about the job (another object's Event is not the job's)."""
-    user = identity(kube_client, namespace, "describer")
-    grant_jobs(kube_client, namespace, user)
-    grant(kube_client, namespace, user, "events", EVENT_RULES)
-    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
-    rest = ["--server", api_url, "--token", user.token, "-n", namespace]
+    user, direct = connected_user(kube_client, control_plane, namespace, tmp_path, "describer",
+                                  events=EVENT_RULES)  # fmt: skip
+    rest = through_service(api_url, user, namespace)
     assert run("submit", str(job_file(tmp_path, "told")), *direct).exit_code == 0
     failure = {"epoch": 1, "class": "infrastructure", "reason": "NodeNotReady",
                "pod": "told-1-1", "node": "worker-3", "message": "node worker-3 went silent"}  # fmt: skip
@@ -207,10 +222,8 @@ def test_events_and_describe_show_the_jobs_story_both_ways(
 def test_logs_with_a_kubeconfig_read_node_rank_n_of_the_current_epoch(
     kube_client: k8s.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    user = identity(kube_client, namespace, "reader")
-    grant_jobs(kube_client, namespace, user)
-    grant(kube_client, namespace, user, "logs", LOG_RULES)
-    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    _, direct = connected_user(kube_client, control_plane, namespace, tmp_path, "reader",
+                               logs=LOG_RULES)  # fmt: skip
     assert run("submit", str(job_file(tmp_path, "logged")), *direct).exit_code == 0
     set_status(kube_client, namespace, "logged", phase="Running", epoch=3, nodes=2, worldSize=2)
     core = k8s.CoreV1Api(kube_client)
@@ -260,9 +273,7 @@ def test_watch_with_a_kubeconfig_follows_the_job_until_it_ends(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    user = identity(kube_client, namespace, "watcher")
-    grant_jobs(kube_client, namespace, user)
-    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    user, direct = connected_user(kube_client, control_plane, namespace, tmp_path, "watcher")
     assert run("submit", str(job_file(tmp_path, "watched")), *direct).exit_code == 0
     set_status(kube_client, namespace, "watched", phase="Running", epoch=1, nodes=2, worldSize=4)
     with DirectClient.from_kubeconfig(direct[1], None, namespace) as jobs:
@@ -278,7 +289,7 @@ def test_watch_with_a_kubeconfig_follows_the_job_until_it_ends(
     assert result.exit_code == 0, result.output
     assert "watched  Succeeded  epoch 1  nodes 2  world 4  step 40  restarts 0" in result.output
 
-    rest = ["--server", api_url, "--token", user.token, "-n", namespace]
+    rest = through_service(api_url, user, namespace)
     wait_until(
         lambda: run("watch", "watched", *rest).output == result.output,
         10,
@@ -311,9 +322,7 @@ main()
 def test_the_kubeconfig_mode_needs_no_fastapi(
     kube_client: k8s.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    user = identity(kube_client, namespace, "no-fastapi")
-    grant_jobs(kube_client, namespace, user)
-    direct = ["--kubeconfig", str(user_kubeconfig(control_plane, user, tmp_path / "kc", namespace))]
+    _, direct = connected_user(kube_client, control_plane, namespace, tmp_path, "no-fastapi")
     assert run("submit", str(job_file(tmp_path, "lean")), *direct).exit_code == 0
 
     def without_service(*args: str) -> subprocess.CompletedProcess[str]:
