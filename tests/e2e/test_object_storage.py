@@ -2,8 +2,7 @@
 `s3://training/<job>` on an S3 server inside the cluster (versitygw, built from its Go module:
 `tests/tools/kind.sh object-store`), its credentials from a Secret by `envFrom` and its endpoint
 in AWS_ENDPOINT_URL, as the AWS SDKs read them. A node is lost; the job resumes from the bucket
-(FSDP, whose sharded state does not recover in-process, and memory snapshots off, so the
-resume is storage's) on 2 nodes, 2 ranks reading the shards 3 wrote, skipping the prefix's newest
+(memory snapshots off, so the resume is storage's) on 2 nodes, skipping the prefix's newest
 object, a partial upload (shards, no `.metadata`); it finishes, and every sample is used exactly
 once per data epoch over the kept steps.
 
@@ -88,7 +87,7 @@ def object_store(kind: KindCluster, namespace: str) -> tuple[str, Path]:
 
 
 def bucketed_job(namespace: str) -> dict[str, Any]:
-    job = for_kind(training_job(JOB, steps=STEPS, nodes=(2, 3), sharding="fsdp"))
+    job = for_kind(training_job(JOB, steps=STEPS, nodes=(2, 3)))
     spec = job["spec"]
     spec["checkpoint"] = {"url": f"s3://{BUCKET}/{JOB}", "intervalSteps": 10, "keep": 3,
                           "memoryIntervalSteps": 0}  # fmt: skip

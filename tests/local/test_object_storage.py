@@ -1,9 +1,8 @@
 """The quickstart job with its checkpoints in an S3 bucket (`checkpoint.url: s3://...`) on a real
 S3 server (versitygw on loopback, tests/support/object_store.py), a node killed at step 60.
 
-Covers: the job saves to the bucket and, after the kill, resumes from storage (FSDP, whose
-sharded state does not recover in-process, and memory snapshots off, so the resume is the
-bucket's) at a new world size, 3 ranks reading the shards 4 wrote; the
+Covers: the job saves to the bucket and, after the kill, resumes from storage (memory snapshots
+off, so the resume is the bucket's) at a new world size, 3 ranks reading what 4 wrote; the
 newest object under the job's prefix, a partial upload (its shards, no `.metadata`), is skipped;
 the job finishes, and every sample is used exactly once per data epoch over the kept steps.
 Credentials reach the workers as the AWS SDKs read them (AWS_* in the environment, as a
@@ -42,7 +41,7 @@ def test_the_quickstart_resumes_from_an_s3_bucket_at_a_new_world_size(
             tmp_path,
             checkpoint={"dir": None, "url": f"s3://{BUCKET}/{PREFIX}", "intervalSteps": 20,
                         "memoryIntervalSteps": 0},
-            trainer={"steps": STEPS, "sharding": "fsdp"},
+            trainer={"steps": STEPS},
         )  # fmt: skip
         run = phalanx("run", str(job), "--workdir", str(tmp_path / "run"), "-o", "json",
                       "--kill-node-at", "step:60", timeout=540)  # fmt: skip
