@@ -94,7 +94,6 @@ def _when(value: str, flag: str) -> Trigger:
 def _fault_plan(
     kill_node_at: list[str],
     kill_rank: list[str],
-    hang_rank: list[str],
     hang_node_at: list[str],
     slow_node_at: list[str],
     drain_node_at: list[str],
@@ -120,7 +119,6 @@ def _fault_plan(
         )
     try:
         faults += [parse_kill_rank(r, DEFAULT_KILL_RANK_AFTER) for r in kill_rank]
-        faults += [parse_kill_rank(r, DEFAULT_KILL_RANK_AFTER, "hang-rank") for r in hang_rank]
         changes = [c for text in capacity_schedule for c in parse_capacity_schedule(text)]
     except ValueError as error:
         raise typer.BadParameter(str(error)) from error
@@ -177,13 +175,6 @@ def run(
         list[str],
         typer.Option(help="SIGKILL one worker: RANK or RANK@WHEN (default 20s; WHEN as above)."),
     ] = [],  # noqa: B006
-    hang_rank: Annotated[
-        list[str],
-        typer.Option(
-            help="SIGSTOP one worker (frozen, its agent running): RANK or RANK@WHEN "
-            "(default 20s; WHEN as above)."
-        ),
-    ] = [],  # noqa: B006
     hang_node_at: Annotated[
         list[str],
         typer.Option(
@@ -234,8 +225,8 @@ def run(
     console = Console(stderr=as_json, highlight=False)
     job = _load(file, console)
     faults = _fault_plan(
-        kill_node_at, kill_rank, hang_rank, hang_node_at, slow_node_at, drain_node_at, slowdown,
-        fault_node, capacity_schedule,
+        kill_node_at, kill_rank, hang_node_at, slow_node_at, drain_node_at, slowdown, fault_node,
+        capacity_schedule,
     )  # fmt: skip
     options = RunOptions(
         workdir=workdir or Path(".phalanx", "runs", job.metadata.name or "job"),

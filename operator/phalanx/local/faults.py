@@ -167,11 +167,10 @@ def parse_capacity_schedule(text: str) -> list[CapacityChange]:
     return changes
 
 
-def parse_kill_rank(text: str, default_at: float, kind: FaultKind = "kill-rank") -> Fault:
-    """`RANK` or `RANK@WHEN` (examples: `1@30s`, `1@step:60`; see `parse_trigger`): a fault of
-    one worker, `kind` (kill-rank: SIGKILL, hang-rank: SIGSTOP)."""
+def parse_kill_rank(text: str, default_at: float) -> Fault:
+    """`RANK` or `RANK@WHEN` (examples: `1@30s`, `1@step:60`; see `parse_trigger`)."""
     rank, _, when = text.partition("@")
     if not rank.strip().isdigit():
         raise ValueError(f"{text!r} is not RANK or RANK@WHEN (examples: 1@30s, 1@step:60)")
     trigger = parse_trigger(when) if when else {"at": default_at}
-    return Fault(kind, rank=int(rank), **trigger)
+    return Fault("kill-rank", rank=int(rank), **trigger)

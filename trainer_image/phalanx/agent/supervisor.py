@@ -229,8 +229,6 @@ class Supervisor:
                 signal_worker(worker.process, signal.SIGKILL)
                 worker.process.wait()
                 variables = {**handed.env, env.PHALANX_SPAWNED_AT: f"{time.time():.3f}"}
-                # in-process still: the epoch's ranks agree on how they join (`converge`)
-                variables = self._worker_files(variables, worker.error_file, worker.next_epoch)
                 worker.process = self.launcher.spawn(variables)
 
     def _frozen(self) -> Outcome | None:
