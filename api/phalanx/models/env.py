@@ -129,18 +129,6 @@ PHALANX_PARENT_PID: Final = "PHALANX_PARENT_PID"
 exits at once if it is gone already); unset in a pod, where the agent may be PID 1."""
 PHALANX_PHASE_FILE: Final = "PHALANX_PHASE_FILE"
 """Where a worker writes the start-up phase it entered; its agent reports the least advanced."""
-PHALANX_NEXT_EPOCH_FILE: Final = "PHALANX_NEXT_EPOCH_FILE"
-"""In-process recovery: where the agent hands a live worker the next epoch's variables (JSON), for
-a worker that said it can take them (the file's name + IN_PROCESS_READY_SUFFIX exists). Such a
-worker outlives a failed epoch: it leaves its process group and joins the next one with its
-model and optimizer in memory (phalanx.resume.rejoin)."""
-IN_PROCESS_READY_SUFFIX: Final = ".ready"
-"""PHALANX_NEXT_EPOCH_FILE + this: made by a worker that recovers in-process."""
-PHALANX_IN_PROCESS_SECONDS: Final = "PHALANX_IN_PROCESS_SECONDS"
-"""How long a live worker has to join the next epoch in-process before its agent restarts it
-(the fallback: a worker stuck in a collective on a peer that is gone, or one that cannot tear its
-process group down). Default IN_PROCESS_SECONDS."""
-IN_PROCESS_SECONDS: Final = 5.0
 PHALANX_FAULT_DIR: Final = "PHALANX_FAULT_DIR"
 """Local runs only: faults armed to strike when a worker enters a phase (`phalanx run
 --hang-node-at loading`); see phalanx.phases."""

@@ -33,10 +33,9 @@ class StartupTimes(KubeModel):
     """The epoch's first training step completed."""
 
 
-ResumeSource = Literal["memory", "peer", "storage", "process"]
-"""Where an epoch's state came from: the ranks' own memory snapshots, a peer's snapshot or live
-state (a replica that lost its own, a new rank), a checkpoint on storage, or the worker's own
-process (in-process recovery: it outlived the failed epoch)."""
+ResumeSource = Literal["memory", "peer", "storage"]
+"""Where an epoch's state came from: the ranks' own memory snapshots, a peer's snapshot (a
+replica that lost its own), or a checkpoint on storage."""
 
 
 class Resume(KubeModel):

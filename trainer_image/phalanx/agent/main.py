@@ -9,8 +9,7 @@ too, the agent being the pod's launcher (see `torchrun`).
 It starts the epoch its env describes. With an assignment channel (the run's assignment file
 locally, the job's assignment Lease on a cluster) the pod outlives that epoch: when the operator
 publishes a newer one, the agent stops its workers and starts the new epoch's with the rank it
-was given (or hands it to workers that recover in-process: `Supervisor.hand_over`), and a
-failure of its workers is reported, not a reason to exit; a standby pod
+was given, and a failure of its workers is reported, not a reason to exit; a standby pod
 (PHALANX_STANDBY) waits, its fork server warm, until an epoch names it. Without a channel the
 agent runs its one epoch and exits with the gang's outcome.
 """
@@ -42,7 +41,7 @@ from phalanx.agent.pod_setup import (
     write_termination_message,
 )
 from phalanx.agent.sinks import HeartbeatSink, read_heartbeat
-from phalanx.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor, Worker
+from phalanx.agent.supervisor import POLL_SECONDS, STOPPED_SECONDS, Outcome, Supervisor
 from phalanx.agent.warm import Launcher
 from phalanx.agent.wire import Assignment, Report
 from phalanx.models import env as contract
@@ -95,8 +94,6 @@ class Agent:
     memory: Path | None = field(default_factory=memory_directory)
     """Where this pod's workers keep their memory snapshots across epochs; removed at exit."""
     gang: Gang | None = None
-    held: Supervisor | None = None
-    """After a failed epoch: the workers waiting, in-process, for the next one."""
     last_epoch: int = -1
     preempted: bool = False
     renewals: Renewals = field(init=False)
@@ -146,9 +143,8 @@ class Agent:
         if assignment is None or assignment.epoch <= self.last_epoch:
             return
         self.last_epoch = assignment.epoch
-        rank = assignment.ranks.get(self.name)
-        survivors = self._survivors() if rank is not None else []
         self._stop_gang()
+        rank = assignment.ranks.get(self.name)
         if rank is None:
             self.peers.stop()
             self.report("standby", assignment.epoch)
@@ -156,18 +152,9 @@ class Agent:
         if self.in_place:  # the watch outlives a failed gang: a peer may fall silent after
             self.peers.follow(Epoch(assignment.epoch, rank, assignment.nodes,
                                     assignment.master_addr, assignment.master_port))  # fmt: skip
-        self._start(assignment, rank, {w.local_rank: w for w in survivors})
+        self._start(assignment, rank)
 
-    def _survivors(self) -> list[Worker]:
-        """The last epoch's workers that go on in-process (a failed epoch's, or a running one's
-        that will leave it at a step's end), taken out of their gang so that stopping it leaves
-        them be."""
-        supervisor = self.gang.supervisor if self.gang is not None else self.held
-        return supervisor.survivors() if supervisor is not None else []
-
-    def _start(
-        self, assignment: Assignment, node_rank: int, survivors: dict[int, Worker] | None = None
-    ) -> None:
+    def _start(self, assignment: Assignment, node_rank: int) -> None:
         env = epoch_env(self.base_env, assignment, node_rank)
         pod = PodEnv.read(env)
         progress = self.rundir / f"progress-{assignment.epoch}.json"
@@ -176,9 +163,6 @@ class Agent:
             self.launcher,
             stop_grace_seconds=0 if self.in_place else 10,
             stopped_seconds=float(stopped) if stopped else STOPPED_SECONDS,
-            in_process_seconds=float(
-                env.get(contract.PHALANX_IN_PROCESS_SECONDS, contract.IN_PROCESS_SECONDS)
-            ),
         )
         memory = (
             {}
@@ -198,22 +182,21 @@ class Agent:
         for local_rank, (worker_env, phase_file) in enumerate(pairs):
             rank = int(worker_env[contract.RANK])
             error_file = self.rundir / f"error-{rank}"
-            variables = {
-                **env,
-                **pod.launcher_env(env),
-                **worker_env,
-                contract.PHALANX_PROGRESS_FILE: str(progress),
-                contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
-                contract.PHALANX_PHASE_FILE: str(phase_file),
-                **memory,
-                **injected_path(env),
-            }
-            survivor = (survivors or {}).get(local_rank)
-            if survivor is not None:
-                supervisor.hand_over(survivor, variables, rank, error_file, phase_file)
-            else:
-                next_epoch = self.rundir / f"next-{local_rank}.json" if self.in_place else None
-                supervisor.spawn(variables, local_rank, rank, error_file, next_epoch)
+            supervisor.spawn(
+                {
+                    **env,
+                    **pod.launcher_env(env),
+                    **worker_env,
+                    contract.PHALANX_PROGRESS_FILE: str(progress),
+                    contract.PHALANX_SPAWNED_AT: f"{time.time():.3f}",
+                    contract.PHALANX_PHASE_FILE: str(phase_file),
+                    **memory,
+                    **injected_path(env),
+                },
+                local_rank,
+                rank,
+                error_file,
+            )
         self.gang = Gang(assignment.epoch, supervisor, progress, heartbeat_sink(pod), period)
         self.renewals.workers({str(w.rank): w.process.pid for w in supervisor.workers})
 
@@ -230,9 +213,7 @@ class Agent:
         assert self.gang is not None
         self.renewals.stop()
         self.gang.publish(force=True)
-        epoch, supervisor, self.gang = self.gang.epoch, self.gang.supervisor, None
-        if supervisor.held:  # its survivors wait for the next epoch, in-process
-            self.held = supervisor
+        epoch, self.gang = self.gang.epoch, None
         if outcome.code == exits.OK:
             self.report("succeeded", epoch)
             return exits.OK
@@ -252,9 +233,6 @@ class Agent:
         if self.gang is not None:
             self.gang.supervisor.kill()
             self.gang = None
-        if self.held is not None:
-            self.held.kill()
-            self.held = None
 
     def _on_sigterm(self, *_: object) -> None:
         self.preempted = True

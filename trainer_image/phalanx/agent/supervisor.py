@@ -1,11 +1,5 @@
 """Run a node's workers as a gang: one worker failing stops the others, and the pod's exit code
-says what happened (see phalanx.models.exits).
-
-Unless the others recover in-process (phalanx.resume.rejoin): workers that said they can
-(a marker beside their hand-over file) outlive a failed epoch. The failure is reported at once,
-the survivors are left to wait for the next epoch, and `hand_over` gives them theirs; a survivor
-that has not joined it within `in_process_seconds` (stuck in a collective on a peer that is gone,
-unable to tear its process group down) is restarted as before: the fallback tier."""
+says what happened (see phalanx.models.exits)."""
 
 from __future__ import annotations
 
@@ -13,7 +7,6 @@ import contextlib
 import json
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,26 +71,6 @@ class Worker:
     rank: int
     process: WorkerProcess
     error_file: Path
-    next_epoch: Path | None = None
-    """Where the agent hands this worker the next epoch (None: it restarts with each)."""
-
-    @property
-    def recovers_in_process(self) -> bool:
-        """Alive, and said it takes the next epoch in-process."""
-        if self.next_epoch is None or self.process.poll() is not None:
-            return False
-        return Path(str(self.next_epoch) + env.IN_PROCESS_READY_SUFFIX).exists()
-
-
-@dataclass
-class HandOver:
-    """A survivor given the next epoch: restarted if it has not joined by `deadline`."""
-
-    worker: Worker
-    env: dict[str, str]
-    joined: Path
-    """The new epoch's phase file, which the worker writes once it has left the old group."""
-    deadline: float
 
 
 def _root_cause_first(worker: Worker) -> tuple[int, int]:
@@ -126,67 +99,18 @@ class Supervisor:
     oom_counters: tuple[Path, ...] = oom.COUNTERS
     _oom_kills: int | None = None
     """The pod's OOM kill count when the gang started (`phalanx.agent.oom`)."""
-    in_process_seconds: float = env.IN_PROCESS_SECONDS
-    held: bool = False
-    """A worker failed and the others wait, in-process, for the next epoch (reported once)."""
-    _handed: list[HandOver] = field(default_factory=list)
 
-    def spawn(
-        self, variables: dict[str, str], local_rank: int, rank: int, error_file: Path,
-        next_epoch: Path | None = None,
-    ) -> None:  # fmt: skip
+    def spawn(self, env: dict[str, str], local_rank: int, rank: int, error_file: Path) -> None:
         """Start a worker that writes why it fails to `error_file` (Phalanx's library) or the
-        file beside it (torch's `@record`, as TORCHELASTIC_ERROR_FILE); with `next_epoch`, one
-        that may recover in-process (`hand_over`)."""
+        file beside it (torch's `@record`, as TORCHELASTIC_ERROR_FILE)."""
         if not self.workers:
             self._oom_kills = oom.oom_kills(self.oom_counters)
-        variables = self._worker_files(variables, error_file, next_epoch)
-        process = self.launcher.spawn(variables)
-        self.workers.append(Worker(local_rank, rank, process, error_file, next_epoch))
-
-    def hand_over(
-        self, worker: Worker, variables: dict[str, str], rank: int, error_file: Path,
-        joined: Path,
-    ) -> None:  # fmt: skip
-        """Give a survivor of the last epoch this one (`variables`, its rank among them): the
-        hand-over file, written whole then renamed into place, which the worker reads at the end
-        of its step or once its broken collective has failed."""
-        assert worker.next_epoch is not None
-        if not self.workers:
-            self._oom_kills = oom.oom_kills(self.oom_counters)
-        variables = self._worker_files(variables, error_file, None)
-        written = worker.next_epoch.with_name(worker.next_epoch.name + ".part")
-        written.write_text(json.dumps(variables))
-        written.replace(worker.next_epoch)
-        worker.rank, worker.error_file = rank, error_file
-        self.workers.append(worker)
-        deadline = time.monotonic() + self.in_process_seconds
-        self._handed.append(HandOver(worker, variables, joined, deadline))
-
-    def _worker_files(
-        self, variables: dict[str, str], error_file: Path, next_epoch: Path | None
-    ) -> dict[str, str]:
-        """`variables` with where this worker says why it failed, and where its next epoch
-        will be handed over; those files emptied."""
         error_file.unlink(missing_ok=True)
         recorded = torchelastic_error_file(error_file)
         recorded.unlink(missing_ok=True)
-        files = {PHALANX_WORKER_ERROR_FILE: str(error_file),
-                 TORCHELASTIC_ERROR_FILE: str(recorded)}  # fmt: skip
-        if next_epoch is not None:
-            next_epoch.unlink(missing_ok=True)
-            Path(str(next_epoch) + env.IN_PROCESS_READY_SUFFIX).unlink(missing_ok=True)
-            files[env.PHALANX_NEXT_EPOCH_FILE] = str(next_epoch)
-        return {**variables, **files}
-
-    def survivors(self) -> list[Worker]:
-        """The workers that recover in-process, taken out of this gang for the next (`kill`
-        then stops only the others); none unless every live worker can."""
-        alive = [w for w in self.workers if w.process.poll() is None]
-        if not alive or not all(w.recovers_in_process for w in alive):
-            return []
-        self.workers = [w for w in self.workers if w not in alive]
-        return alive
+        env = {**env, PHALANX_WORKER_ERROR_FILE: str(error_file),
+               TORCHELASTIC_ERROR_FILE: str(recorded)}  # fmt: skip
+        self.workers.append(Worker(local_rank, rank, self.launcher.spawn(env), error_file))
 
     def signal_all(self, signum: int) -> None:
         for worker in self.workers:
@@ -194,42 +118,16 @@ class Supervisor:
 
     def poll(self) -> Outcome | None:
         """None while the gang trains; its outcome once all exited 0 or one failed (then the
-        rest have been stopped, unless they recover in-process: they wait for the next epoch)."""
-        self._restart_late_joiners()
+        rest have been stopped)."""
         codes = [w.process.poll() for w in self.workers]
         if any(c not in (None, 0) for c in codes):
-            if self.held:
-                return None
             failed_at = time.time()
-            alive = [w for w in self.workers if w.process.poll() is None]
-            if alive and all(w.recovers_in_process for w in alive):
-                self.held = True  # no settling: the survivors will not fail on their own
-                outcome = self._classify(min(self._failed(), key=_root_cause_first))
-            else:
-                outcome = self._stop_after(self._root_cause())
+            outcome = self._stop_after(self._root_cause())
             outcome.failed_at = failed_at
             return outcome
         if all(c == 0 for c in codes):
             return Outcome(exits.OK, f"all {len(self.workers)} workers exited 0")
         return self._frozen()
-
-    def _restart_late_joiners(self) -> None:
-        """The fallback tier: a survivor that has not joined its new epoch by its deadline is
-        killed and started again, as a new process, with the same variables."""
-        now = time.monotonic()
-        for handed in list(self._handed):
-            if handed.joined.exists() or handed.worker.process.poll() is not None:
-                self._handed.remove(handed)
-            elif now >= handed.deadline:
-                self._handed.remove(handed)
-                worker = handed.worker
-                print(f"phalanx-agent: worker rank {worker.rank} did not join the epoch "
-                      f"in-process within {self.in_process_seconds:g} s: restarted",
-                      file=sys.stderr, flush=True)  # fmt: skip
-                signal_worker(worker.process, signal.SIGKILL)
-                worker.process.wait()
-                variables = {**handed.env, env.PHALANX_SPAWNED_AT: f"{time.time():.3f}"}
-                worker.process = self.launcher.spawn(variables)
 
     def _frozen(self) -> Outcome | None:
         """A worker stopped for `stopped_seconds`: the gang is killed (a stopped process takes
@@ -295,10 +193,6 @@ class Supervisor:
         """One worker failed: stop the rest of the gang and classify the first failure."""
         self.signal_all(signal.SIGTERM)
         self.wait_all(self.stop_grace_seconds)
-        return self._classify(first)
-
-    def _classify(self, first: Worker) -> Outcome:
-        """The pod's outcome for a failed worker: how it ended, in words."""
         code = first.process.returncode
         assert code is not None
         detail = failure_detail(first.error_file)

@@ -174,17 +174,6 @@ class CheckpointManager:
             self._stager.close()
             self._stager = None
 
-    def abandon(self) -> None:
-        """Forget an in-flight save without waiting (its process group is broken: its
-        collectives may wait on a peer that is gone). Should its thread still finish, its commit
-        is whole (DCP writes `.metadata` last, once every rank's part is written); if not, the
-        last committed checkpoint stays the one to resume from."""
-        if self._pending is not None or self._staged is not None:
-            log.warning("checkpoint of step %s abandoned: its process group broke",
-                        self._pending_step)  # fmt: skip
-        self._pending = self._pending_step = self._staged = None
-        self._stager = None
-
     def wait(self) -> None:
         """Block until an in-flight async save is committed (or raise if it failed)."""
         self.wait_staged()

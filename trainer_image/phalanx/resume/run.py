@@ -47,7 +47,7 @@ from torch.optim import Optimizer
 
 from phalanx import progress
 from phalanx.models import env, exits
-from phalanx.resume import devices, rejoin
+from phalanx.resume import devices
 from phalanx.resume.cadence import SnapshotCadence
 from phalanx.resume.checkpoint import CheckpointManager, CheckpointSaveError
 from phalanx.resume.collectives import set_collective_timeout
@@ -92,34 +92,12 @@ class Resumable:
         self.settings = settings or CheckpointSettings.from_env()
         self.total_steps = total_steps
         self.global_batch = global_batch
-        self.part = part
+        rank, world = _rank_and_world()
+        self.dp_size, self.dp_rank = data_parallel or (world, rank)
         self.progress = TrainingProgress()
         self.sampler = GlobalSampler(dataset_size, global_batch, seed)
         self.state = AppState(model, optimizer, self.progress)
         self.reporter = reporter or progress.default_reporter()
-        self._join(data_parallel)
-        self.source: str | None = None
-        """Where `resume` loaded from: "memory", "peer", "storage", or None (a fresh start)."""
-        self.resumed_from: int | None = None
-        self._preempted = False
-        self._last_save = time.monotonic()
-        self._steps_this_run = 0
-        self._loading = False
-        self._step_ended: float | None = None
-        self._whole = False
-        """Whether the model and optimizer hold a whole step (`progress.step`): after a resume
-        or a counted step, not once the optimizer stepped in a step not yet counted."""
-        optimizer.register_step_pre_hook(lambda *_: self.wait_staged())
-        optimizer.register_step_post_hook(lambda *_: setattr(self, "_whole", False))
-        self._prepare_hook = optimizer.register_step_post_hook(lambda *_: self._prepare_memory())
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-
-    def _join(self, data_parallel: tuple[int, int] | None) -> None:
-        """This rank's place in the process group and what works through it: the checkpoint and
-        snapshot managers, each on a side group of its own."""
-        rank, world = _rank_and_world()
-        self.dp_size, self.dp_rank = data_parallel or (world, rank)
         group = _side_group()  # checkpoint collectives: never racing training's
         snapshot_group = _side_group()  # snapshots' buddy copies run beside a checkpoint's
         self.checkpoints = CheckpointManager(
@@ -132,14 +110,26 @@ class Resumable:
             self.settings.memory_interval_steps,
             int(os.environ.get(env.LOCAL_RANK, "0")),
             snapshot_group,
-            part=self.part,
+            part=part,
         )
         self.cadence = SnapshotCadence(
             self.settings.memory_interval_steps if self.memory.enabled else 0,
             self.settings.memory_overhead_percent,
         )
+        self.source: str | None = None
+        """Where `resume` loaded from: "memory", "peer", "storage", or None (a fresh start)."""
+        self.resumed_from: int | None = None
+        self._preempted = False
+        self._last_save = time.monotonic()
+        self._steps_this_run = 0
+        self._loading = False
+        self._step_ended: float | None = None
+        optimizer.register_step_pre_hook(lambda *_: self.wait_staged())
         if self.memory.enabled:
             self.memory.assign()
+        self._prepare_hook = optimizer.register_step_post_hook(lambda *_: self._prepare_memory())
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
 
     # where the run is -------------------------------------------------------------------------
     @property
@@ -172,46 +162,15 @@ class Resumable:
         dropped. The step it resumed from, or None for a fresh start."""
         self._loading = True  # loading may step the optimizer: DCP makes its state so
         try:
-            step, source = self._from_survivors()
-            if step is None:
-                step = self.memory.load(self.state, self.checkpoints.newest_valid())
-                source = self.memory.source
+            step = self.memory.load(self.state, self.checkpoints.newest_valid())
+            source = self.memory.source
             if step is None:
                 step, source = self.checkpoints.load_latest({"app": self.state}), "storage"
         finally:
             self._loading = False
-        self._whole = True  # a fresh start holds step 0: the program's own initial state
         self.memory.discard_newer_than(step)
         self.resumed_from, self.source = step, source if step is not None else None
         return step
-
-    def _from_survivors(self) -> tuple[int | None, str | None]:
-        """In-process recovery (`rejoin`): the newest whole step a rank kept in its process,
-        when it is not older than what snapshots or storage hold, sent to the ranks without it.
-        Its step and source ("process" where it was kept, "peer" where it was sent), or None."""
-        if rejoin.next_epoch_file() is None:
-            return None, None
-        held = self.progress.step if self._whole else None
-        newest = rejoin.converge(self.state, held)
-        if newest is None or newest < max(self.checkpoints.newest_valid() or 0, 0):
-            return None, None
-        return newest, "process" if held == newest else "peer"
-
-    def leave(self) -> None:
-        """Let go of the broken epoch's process groups (in-process recovery, before the
-        program destroys them): a save in flight on them is abandoned, not waited for (its
-        collectives may wait on a peer that is gone), and the snapshot slots are unmapped."""
-        self.checkpoints.abandon()
-        self.memory.close()
-
-    def rejoin(self, data_parallel: tuple[int, int] | None = None) -> None:
-        """Move to the next epoch's process group (joined already, after `leave`), as a new
-        `Resumable` would be made there: the managers on its side groups, the data-parallel
-        share. Then, as a new rank does: `can_resume` and `resume`, which converges on the
-        newest whole step a rank holds (the same collectives in the same order)."""
-        self._join(data_parallel)
-        self._steps_this_run = 0  # the next step is this epoch's first: timeouts as at a start
-        self._step_ended = None
 
     # each step -------------------------------------------------------------------------------
     def step_done(self, loss: float | None = None, *, report: bool = True) -> None:
@@ -225,7 +184,6 @@ class Resumable:
         self.progress.step += 1
         self.progress.position += self.global_batch
         self._steps_this_run += 1
-        self._whole = True
         if self._steps_this_run == 1:  # every peer is here: a hung collective is now a fault
             set_collective_timeout(
                 self.settings.collective_timeout_seconds or DEFAULT_COLLECTIVE_TIMEOUT_SECONDS
@@ -239,7 +197,7 @@ class Resumable:
             )  # fmt: skip
         step = self.progress.step
         on_cadence = step % self.settings.interval_steps == 0
-        preempted, overdue, snapshot, leaving = self._agree(
+        preempted, overdue, snapshot = self._agree(
             self.cadence.due(step) or (on_cadence and self.memory.lends)
         )
         checkpoint = on_cadence or overdue
@@ -259,8 +217,6 @@ class Resumable:
                 self.save(blocking=True)
                 self.close()
             sys.exit(exits.SIGNAL_BASE + signal.SIGTERM if self._preempted else exits.CHECKPOINTED)
-        if leaving:  # every rank is at this step's end, whole: the next epoch takes over
-            raise rejoin.NewEpoch(f"step {step}: the agent handed over the next epoch")
 
     def _prepare_memory(self) -> None:
         """At the end of a fresh run's first optimizer step, when the optimizer's state exists
@@ -333,22 +289,21 @@ class Resumable:
     def _on_sigterm(self, *_: object) -> None:
         self._preempted = True
 
-    def _agree(self, snapshot: bool) -> tuple[bool, bool, bool, bool]:
+    def _agree(self, snapshot: bool) -> tuple[bool, bool, bool]:
         """One collective per step for what every rank must decide alike: is any rank being
         preempted (SIGTERM), has any rank's clock passed interval_seconds since the last save
         (the clocks differ a little; a save is a collective), and does any rank's `cadence` (its
         own measure of what a snapshot costs) say a memory snapshot is due (a snapshot is whole
-        only when every rank's part is of the same step), and has any rank's agent handed it the
-        next epoch (`rejoin.handed_over`: every rank leaves at this step)."""
+        only when every rank's part is of the same step)."""
         limit = self.settings.interval_seconds
         overdue = limit is not None and time.monotonic() - self._last_save >= limit
-        mine = (self._preempted, overdue, snapshot, rejoin.handed_over())
         if not dist.is_initialized():
-            return mine
-        flags = torch.tensor([int(flag) for flag in mine], device=devices.for_group())
+            return self._preempted, overdue, snapshot
+        flags = torch.tensor(
+            [int(self._preempted), int(overdue), int(snapshot)], device=devices.for_group()
+        )
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        agreed = [bool(flag) for flag in flags.tolist()]
-        return agreed[0], agreed[1], agreed[2], agreed[3]
+        return bool(flags[0].item()), bool(flags[1].item()), bool(flags[2].item())
 
 
 def _side_group() -> dist.ProcessGroup | None:

@@ -81,12 +81,10 @@ def grid(rank: int, world: int, tensor_parallel: int, pipeline_parallel: int) ->
 
 def parallelize(
     model: TinyLM, sharding: Sharding, precision: Precision, activation_checkpointing: bool,
-    tensor_parallel: int, nproc_per_node: int, *, synced: bool = True,
+    tensor_parallel: int, nproc_per_node: int,
 ) -> nn.Module:  # fmt: skip
     """Wrap `model` (built on `devices.device()`) for the requested strategy; every rank must
-    call this with the same model. `synced`: DDP first sends rank 0's weights to the others;
-    without it the ranks must hold the same state already (in-process recovery: they converge
-    on it themselves, and a wrap done again must not send a new rank's weights to survivors)."""
+    call this with the same model."""
     if activation_checkpointing:
         checkpoint_blocks(model)
     world, device_type = dist.get_world_size(), devices.device().type
@@ -99,7 +97,7 @@ def parallelize(
             model, mesh["dp"], reshard=sharding != "fsdp-grad-op", precision=precision
         )
     if sharding == "ddp":
-        return replicate(model, synced=synced)
+        return replicate(model)
     if sharding == "hsdp":
         mesh = init_device_mesh(
             device_type,
@@ -117,12 +115,10 @@ def checkpoint_blocks(model: TinyLM) -> None:
         model.layers[key] = checkpoint_wrapper(model.layers[key])
 
 
-def replicate(
-    model: nn.Module, group: dist.ProcessGroup | None = None, *, synced: bool = True
-) -> nn.Module:
+def replicate(model: nn.Module, group: dist.ProcessGroup | None = None) -> nn.Module:
     """DDP over `group` (None: every rank). No `device_ids`: the batches are on the device
     already, and DDP must not move inputs for the trainer (that would hide a misplaced batch)."""
-    return DistributedDataParallel(model, process_group=group, init_sync=synced)
+    return DistributedDataParallel(model, process_group=group)
 
 
 def tensor_parallelize(model: TinyLM, mesh: DeviceMesh) -> None:

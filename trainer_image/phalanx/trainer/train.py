@@ -13,7 +13,6 @@ host and each batch moves as it is used.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import os
@@ -29,7 +28,7 @@ from phalanx import phases
 from phalanx.models import env
 from phalanx.models.heartbeat import Resume, StartupTimes
 from phalanx.pod import PodEnv
-from phalanx.resume import Resumable, devices, rejoin
+from phalanx.resume import Resumable, devices
 from phalanx.resume.sampler import micro_batches
 from phalanx.trainer import distributed, emulated, parallel
 from phalanx.trainer.config import TrainerConfig
@@ -54,7 +53,6 @@ class Trainer:
         with torch.device(devices.device()):
             model = TinyLM(shape)
         self.pipeline: Pipeline | None = None
-        self.in_process = in_process(config, self.layout)
         if self.layout.pp > 1:
             self.pipeline = Pipeline(model, config, self.layout, self.heartbeat.compute)
             self.model = self.pipeline.module
@@ -62,7 +60,6 @@ class Trainer:
             self.model = parallel.parallelize(
                 model, config.sharding, config.mixed_precision,
                 config.activation_checkpointing, pod.tensor_parallel, pod.nproc_per_node,
-                synced=not self.in_process,  # seeded alike; a survivor's state is sent apart
             )  # fmt: skip
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate)
         self.scaler = parallel.grad_scaler(self.model, config.mixed_precision)
@@ -77,65 +74,6 @@ class Trainer:
             seed=config.seed, data_parallel=(self.layout.dp, self.layout.dp_rank),
             part=self.layout.part, reporter=self.heartbeat.reporter,
         )  # fmt: skip
-        if self.in_process:
-            rejoin.announce()
-
-    def rejoin(self, timeouts: distributed.Timeouts) -> Startup:
-        """In-process recovery (`phalanx.resume.rejoin`): wait for the next epoch, leave the
-        broken process group, join the new one, and go on from the newest whole step a rank
-        holds, with this process's model and optimizer. Its start-up stamps."""
-        self._leave()
-        variables = rejoin.wait_for_next_epoch()
-        rejoin.take(variables)
-        startup = Startup()  # "spawned" is when the agent handed the epoch over
-        phases.enter("rendezvous")
-        distributed.init(timeouts)
-        distributed.preflight(timeouts)
-        startup.mark("rendezvous")
-        self.pod = PodEnv.read()
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.layout = parallel.layout(self.pod.tensor_parallel, self.pod.pipeline_parallel)
-        self.heartbeat = HeartbeatWriter(epoch=self.pod.epoch)
-        assert isinstance(self.model, TinyLM), "unwrapped by _leave"
-        self.model = parallel.parallelize(
-            self.model,
-            self.config.sharding,
-            self.config.mixed_precision,
-            False,  # its blocks are wrapped for activation checkpointing already, when asked
-            self.pod.tensor_parallel,
-            self.pod.nproc_per_node,
-            synced=False,
-        )
-        self.run.state.model = self.model
-        self.run.reporter = self.heartbeat.reporter
-        self.run.rejoin(data_parallel=(self.layout.dp, self.layout.dp_rank))
-        startup.mark("built")
-        phases.enter("loading", resuming=self.can_resume())  # as a new rank: the same collectives
-        self.resume()
-        startup.mark("loaded")
-        phases.enter("first-step")
-        return startup
-
-    def _leave(self) -> None:
-        """Let go of every reference to the broken epoch's process groups, then destroy them:
-        their sockets close, so that a peer still waiting in a collective on this rank fails
-        at once and comes to the next epoch too (gloo's waits end on a closed connection, not
-        on an abort). DDP's wrapper goes (its reducer holds the group); the model stays."""
-        module = self.model.module
-        assert isinstance(module, TinyLM), "in-process recovery is for DDP's model"
-        self.model = self.run.state.model = module
-        self.run.leave()
-        with contextlib.suppress(Exception):  # broken already: tear down what is left
-            dist.destroy_process_group()
-        gc.collect()  # the old reducer and groups, now unreferenced: their sockets close
-        self.optimizer.zero_grad(set_to_none=True)  # a failed step's partial gradients
-
-    def rejoins(self, error: BaseException) -> bool:
-        """Whether this worker goes on in-process after `error`: a peer failed (a collective
-        broke) or the agent handed over the next epoch."""
-        return self.in_process and (
-            isinstance(error, rejoin.NewEpoch) or distributed.is_communication_error(error)
-        )
 
     def can_resume(self) -> bool:
         """Whether there is state to resume from (the start-up phase `loading` then loads)."""
@@ -146,22 +84,8 @@ class Trainer:
         step = self.run.resume()
         self.heartbeat.resumed = Resume.model_validate({"step": step, "source": self.run.source})
         self._log({"event": "resume", "step": self.run.step, "world": self.world,
-                   "from": step, "source": self.run.source, "pid": os.getpid(),
+                   "from": step, "source": self.run.source,
                    "time": round(time.time(), 3)})  # fmt: skip
-
-    def train_or_rejoin(self, startup: Startup) -> bool:
-        """Train to the end (True), or stop where the epoch broke when this worker goes on
-        in-process (False: `rejoin` next; outside this frame, so that the error's traceback
-        no longer holds the old epoch's objects)."""
-        try:
-            self.train(startup)
-        except Exception as error:
-            if not self.rejoins(error):
-                raise
-            ended = f"rank {self.rank}: epoch {self.pod.epoch} ended ({type(error).__name__})"
-            print(f"{ended}; waiting for the next one in-process", file=sys.stderr, flush=True)
-            return False
-        return True
 
     def train(self, startup: Startup | None = None) -> None:
         config = self.config
@@ -256,15 +180,6 @@ class Trainer:
             out.write(json.dumps(record) + "\n")
 
 
-def in_process(config: TrainerConfig, layout: parallel.Layout) -> bool:
-    """Whether this worker recovers in-process: its agent offers it, and its state is whole on
-    every rank (DDP without model parallelism; sharded states restart as before)."""
-    return (
-        rejoin.next_epoch_file() is not None
-        and config.sharding == "ddp" and layout.tp == 1 and layout.pp == 1
-    )  # fmt: skip
-
-
 class Startup:
     """Stamps the stages of this worker's start (see phalanx.models.heartbeat.StartupTimes)."""
 
@@ -297,8 +212,7 @@ def main() -> None:
         trainer.resume()
         startup.mark("loaded")
         phases.enter("first-step")
-        while not trainer.train_or_rejoin(startup):
-            startup = trainer.rejoin(timeouts)
+        trainer.train(startup)
         trainer.close()
         dist.destroy_process_group()
     # Everything is saved and the process group is gone. Skip the interpreter's teardown of
