@@ -12,7 +12,6 @@ import contextlib
 import os
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -44,41 +43,12 @@ _side_group: dist.ProcessGroup | None = None
 """A gloo group beside an NCCL default group, for the monitored barrier (gloo only)."""
 
 
-STORE_POLL_SECONDS = 0.005
-"""How often a rank tries the master's store while it is not listening yet."""
-
-
-def await_store(timeout: timedelta) -> None:
-    """Return once rank 0's store accepts connections (or `timeout` passed: the process
-    group's own join then fails in torch's words).
-
-    Why: a rank whose first connection is refused waits out torch's back-off before it tries
-    again (up to about a second, not configurable), and after a restart every rank starts at
-    once, so some always lose the race to rank 0's store. Polling here every few milliseconds
-    costs nothing and makes the join one round (docs/figures.md, "Rendezvous"). Rank 0, and a
-    store the agent hosts (TORCHELASTIC_USE_AGENT_STORE), need no wait."""
-    if os.environ.get(env.RANK, "0") == "0" or os.environ.get(
-        env.TORCHELASTIC_USE_AGENT_STORE
-    ) == str(True):
-        return
-    address = (os.environ[env.MASTER_ADDR], int(os.environ[env.MASTER_PORT]))
-    deadline = time.monotonic() + timeout.total_seconds()
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(address, timeout=1.0).close()
-            return
-        except OSError:
-            time.sleep(STORE_POLL_SECONDS)
-
-
 def init(timeouts: Timeouts) -> None:
-    """Join the job's process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the env),
-    once rank 0's store listens (`await_store`)."""
+    """Join the job's process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the env)."""
     global _side_group
     device = devices.device()
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    await_store(timeouts.startup)
     dist.init_process_group(devices.backend(), timeout=timeouts.startup)
     if devices.backend() != "gloo":  # created now, while every rank is here, not at preflight
         _side_group = cast(
